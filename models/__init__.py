@@ -1,0 +1,30 @@
+"""Pure-Python reference model of the RDMA Queue Pair state machine.
+
+Nothing here imports pyverbs: the model must be usable (and testable) on a
+host without any RDMA stack. Every rule names its source so reports can cite it.
+"""
+
+from models.enums import MTU, AccessFlag, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.qp import QPModel
+from models.sources import Rule, Source
+from models.table import TransitionTable, variant
+
+__all__ = [
+    "MTU",
+    "AccessFlag",
+    "Attr",
+    "EventType",
+    "Expectation",
+    "ExpectedCompletion",
+    "Outcome",
+    "QPModel",
+    "QPState",
+    "QPType",
+    "Rule",
+    "Source",
+    "TransitionTable",
+    "WCOpcode",
+    "WCStatus",
+    "variant",
+]

@@ -1,0 +1,22 @@
+"""`python -m models dump-table --variant linux|ibta`: the transition table as JSON."""
+
+import argparse
+import json
+import sys
+
+from models.table import VARIANTS, variant
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m models", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    dump = sub.add_parser("dump-table", help="print the transition table as JSON")
+    dump.add_argument("--variant", choices=VARIANTS, default="linux")
+    args = parser.parse_args(argv)
+    json.dump(variant(args.variant).to_json(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""What the model expects of one verb: the oracle a device's observation is compared with."""
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from models.enums import EventType, QPState, WCStatus
+from models.sources import Rule
+
+
+class Outcome(Enum):
+    """Whether a verb must succeed, must fail, or may do either (behaviour left to the device)."""
+
+    ACCEPT = "accept"
+    REFUSE = "refuse"
+    EITHER = "either"
+
+
+@dataclass(frozen=True)
+class ExpectedCompletion:
+    """A work completion that must appear on the queue's CQ."""
+
+    wr_id: int
+    queue: str  # "send" or "recv"
+    status: WCStatus
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The model's verdict on one verb, and the rule that decided it.
+
+    `completions` are due because of this step and must appear, per queue in
+    this order, within a bounded wait. `never_run` lists WRs that must never
+    produce a completion at all. `events` must appear; `forbidden_events` must not.
+    """
+
+    verb: str
+    outcome: Outcome
+    rule: Rule
+    state_before: QPState
+    state_if_accepted: QPState
+    errnos: frozenset[int] | None = None  # acceptable errnos when refused; None: any
+    completions: tuple[ExpectedCompletion, ...] = ()
+    events: tuple[EventType, ...] = ()
+    forbidden_events: tuple[EventType, ...] = ()
+    never_run: frozenset[int] = frozenset()
+    checked: tuple[Rule, ...] = field(default=(), compare=False)
+
+    def state_after(self, accepted: bool) -> QPState:
+        """The state the QP must be in once the verb returned; a failed verb changes nothing."""
+        return self.state_if_accepted if accepted else self.state_before
+
+    def allows(self, accepted: bool, errno: int | None = None) -> bool:
+        """Does an observed result (accepted, or refused with errno) satisfy this expectation?"""
+        if self.outcome is Outcome.EITHER:
+            return accepted or self.errnos is None or errno in self.errnos
+        if accepted:
+            return self.outcome is Outcome.ACCEPT
+        if self.outcome is not Outcome.REFUSE:
+            return False
+        return self.errnos is None or errno in self.errnos

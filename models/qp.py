@@ -1,0 +1,449 @@
+"""QPModel: the reference model of one Queue Pair.
+
+Each verb method returns an `Expectation` without changing the model; the
+caller then reports what the device did with `apply(expectation, accepted)`.
+This two-step protocol keeps the model honest about "a failed verb changes
+nothing" and lets the harness follow a device through an accepted (quirked)
+divergence. Automatic events (transport errors, completions) are facts and
+take effect at once.
+"""
+
+import errno
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from models import rules, uverbs
+from models.attributes import VALUE_ERRNOS, DeviceCaps, rules_for, value_violations
+from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.sources import Rule
+from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
+
+S = QPState
+_ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
+_SQE_TYPES = frozenset({QPType.UD, QPType.UC})
+_EINVAL = frozenset({errno.EINVAL})
+
+
+@dataclass
+class _SendWR:
+    wr_id: int
+    started: bool  # False while held in SQD: posted but not yet handed to the transport
+
+
+class QPModel:
+    """Expected behaviour of one QP of a given type under a table variant."""
+
+    def __init__(
+        self,
+        qp_type: QPType,
+        table: TransitionTable | str = "linux",
+        caps: DeviceCaps | None = None,
+    ) -> None:
+        self.qp_type = QPType(qp_type)
+        self.table = variant(table) if isinstance(table, str) else table
+        self.caps = caps or DeviceCaps()
+        self.state = S.RESET
+        self.sends: list[_SendWR] = []
+        self.recvs: list[int] = []
+        self.never_run: set[int] = set()
+        self.notify_requested = False
+        self.draining = False
+        self.destroyed = False
+        self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
+        self._proposed: tuple[Expectation, Callable[[], None] | None] | None = None
+
+    # ----------------------------------------------------------------- queries of the model
+    @property
+    def outstanding_sends(self) -> list[int]:
+        """Send WRs posted and not yet completed, in posting order."""
+        return [w.wr_id for w in self.sends]
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Send WRs handed to the transport and not yet completed."""
+        return [w.wr_id for w in self.sends if w.started]
+
+    def snapshot(self) -> tuple:
+        """Everything a verb may change, for 'a refused verb changes nothing' checks."""
+        return (
+            self.state,
+            tuple((w.wr_id, w.started) for w in self.sends),
+            tuple(self.recvs),
+            frozenset(self.never_run),
+            self.notify_requested,
+            self.draining,
+            self.destroyed,
+        )
+
+    # ----------------------------------------------------------------------------- verbs
+    def modify(self, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
+        """modify_qp(attr, mask): accepted or refused, and what follows."""
+        mask = Attr(int(mask))
+        checked: list[Rule] = []
+
+        def refuse(rule: Rule, errnos: frozenset[int] = _EINVAL) -> Expectation:
+            checked.append(rule)
+            return self._propose(
+                self._exp(
+                    "modify", Outcome.REFUSE, rule, self.state, errnos=errnos, checked=checked
+                ),
+                None,
+            )
+
+        checked.append(rules.UNKNOWN_MASK_BITS)
+        if int(mask) & ~(int(STANDARD_BITS) | int(Attr.RATE_LIMIT)):
+            return refuse(rules.UNKNOWN_MASK_BITS, frozenset({errno.EOPNOTSUPP}))
+        checked.append(rules.STATE_RANGE)
+        if (Attr.STATE in mask and attrs["qp_state"] > S.ERR) or (
+            Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
+        ):
+            return refuse(rules.STATE_RANGE)
+
+        if self.table.name == "linux":
+            mask, attrs, refusal, consulted = uverbs.rewrite(self.qp_type, attrs, mask, self.port)
+            checked.extend(consulted)
+            if refusal is not None:
+                return refuse(refusal)
+
+        cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
+        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
+        if Attr.CUR_STATE in mask:
+            checked.append(rules.CUR_STATE_ALLOWED)
+            if cur not in CUR_STATE_ALLOWED_FROM:
+                return refuse(rules.CUR_STATE_ALLOWED)
+
+        entry = self.table.lookup(self.qp_type, cur, nxt)
+        if entry is None:
+            return refuse(self.table.invalid_rule(cur, nxt), self._table_errnos(mask))
+        checked.append(entry.rule)
+        if mask & entry.required != entry.required:
+            missing = "|".join(Attr(entry.required & ~int(mask)).names())
+            return refuse(
+                self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}"),
+                self._table_errnos(mask),
+            )
+        extra = int(mask) & ~int(entry.allowed)
+        if extra:
+            extra_names = "|".join(Attr(extra).names())
+            return refuse(
+                self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"),
+                self._table_errnos(mask),
+            )
+
+        checked.extend(rules_for(mask, self.table.name))
+        broken = value_violations(attrs, mask, self.caps, self.table.name)
+        if broken:
+            return refuse(broken[0], VALUE_ERRNOS)
+
+        outcome, rule = Outcome.ACCEPT, entry.rule
+        if Attr.CUR_STATE in mask and cur != self.state:
+            outcome, rule = Outcome.EITHER, rules.CUR_STATE_ASSUMED
+            checked.append(rule)
+        return self._propose(*self._transition(nxt, attrs, mask, outcome, rule, checked))
+
+    def query(self) -> Expectation:
+        """query_qp: always accepted, reports the current state."""
+        return self._propose(
+            self._exp("query", Outcome.ACCEPT, rules.QUERY, self.state, checked=[rules.QUERY]),
+            None,
+        )
+
+    def post_send(self, wr_id: int) -> Expectation:
+        """post_send of one signaled WR."""
+        st = self.state
+        if st in (S.RESET, S.INIT, S.RTR):
+            rule = rules.post_rule("send", st.name, False, "refused, the WR must never run")
+            return self._propose_post(self._exp("post_send", Outcome.REFUSE, rule, st), wr_id)
+        if st in (S.SQE, S.ERR):
+            rule = rules.post_rule("send", st.name, True, "accepted and completed with flush error")
+            flush = (ExpectedCompletion(wr_id, "send", WCStatus.WR_FLUSH_ERR),)
+            exp = self._exp("post_send", Outcome.ACCEPT, rule, st, completions=flush)
+            return self._propose(exp, None)
+        started = st == S.RTS
+        rule = (
+            rules.post_rule("send", st.name, True, "accepted and started")
+            if started
+            else rules.SQD_HOLDS_NEW_SENDS
+        )
+        exp = self._exp("post_send", Outcome.ACCEPT, rule, st)
+        return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, started)))
+
+    def post_recv(self, wr_id: int) -> Expectation:
+        """post_recv of one WR."""
+        st = self.state
+        if st == S.RESET:
+            rule = rules.post_rule("recv", st.name, False, "refused, the WR must never run")
+            return self._propose_post(self._exp("post_recv", Outcome.REFUSE, rule, st), wr_id)
+        if st == S.ERR:
+            rule = rules.post_rule("recv", st.name, True, "accepted and completed with flush error")
+            flush = (ExpectedCompletion(wr_id, "recv", WCStatus.WR_FLUSH_ERR),)
+            return self._propose(
+                self._exp("post_recv", Outcome.ACCEPT, rule, st, completions=flush), None
+            )
+        rule = rules.post_rule("recv", st.name, True, "accepted and queued")
+        exp = self._exp("post_recv", Outcome.ACCEPT, rule, st)
+        return self._propose(exp, lambda: self.recvs.append(wr_id))
+
+    def destroy(self) -> Expectation:
+        """destroy_qp: accepted; outstanding WRs are discarded and never run."""
+        gone = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+        exp = self._exp("destroy", Outcome.ACCEPT, rules.DESTROY, self.state, never_run=gone)
+
+        def effect() -> None:
+            self._discard_all()
+            self.destroyed = True
+
+        return self._propose(exp, effect)
+
+    def apply(self, exp: Expectation, accepted: bool) -> None:
+        """Record what the device did with the last proposed verb (follows the device)."""
+        if self._proposed is None or self._proposed[0] is not exp:
+            raise RuntimeError("apply() must follow the verb that produced this expectation")
+        _, effect = self._proposed
+        self._proposed = None
+        if accepted:
+            if exp.outcome is Outcome.REFUSE:  # a divergence the run goes on with (a quirk)
+                self._follow_refused_accept(exp)
+            elif effect is not None:
+                effect()
+        elif exp.verb.startswith("post_"):
+            self.never_run.update(exp.never_run)
+
+    # ------------------------------------------------------------------- automatic events
+    def send_completed(self, status: WCStatus = WCStatus.SUCCESS) -> Expectation:
+        """The oldest in-flight send WR completed on the wire with `status`."""
+        if not self.in_flight:
+            raise RuntimeError("no send WR is in flight")
+        head = next(w for w in self.sends if w.started)
+        before = self.state
+        if status == WCStatus.SUCCESS:
+            self.sends.remove(head)
+            done = (ExpectedCompletion(head.wr_id, "send", WCStatus.SUCCESS),)
+            events, forbidden = self._drain_progress()
+            return self._exp(
+                "send_completion",
+                Outcome.ACCEPT,
+                rules.SEND_DONE,
+                before,
+                completions=done,
+                events=events,
+                forbidden_events=forbidden,
+            )
+        first = (ExpectedCompletion(head.wr_id, "send", WCStatus(status)),)
+        self.sends.remove(head)
+        if self.qp_type in _SQE_TYPES:
+            flushed = self._flush_sends()
+            self._enter(S.SQE)
+            return self._exp(
+                "send_completion",
+                Outcome.ACCEPT,
+                rules.SQE_ON_SEND_ERROR,
+                before,
+                completions=first + flushed,
+                forbidden_events=(EventType.SQ_DRAINED,),
+            )
+        flushed = self._flush_all()
+        self._enter(S.ERR)
+        return self._exp(
+            "send_completion",
+            Outcome.ACCEPT,
+            rules.ERR_ON_SEND_ERROR,
+            before,
+            completions=first + flushed,
+            forbidden_events=(EventType.SQ_DRAINED,),
+        )
+
+    def recv_completed(self, status: WCStatus = WCStatus.SUCCESS) -> Expectation:
+        """An incoming message consumed the oldest receive WR with `status`."""
+        if not self.recvs:
+            raise RuntimeError("no receive WR is outstanding")
+        wr_id = self.recvs.pop(0)
+        before = self.state
+        done = (ExpectedCompletion(wr_id, "recv", WCStatus(status)),)
+        if status == WCStatus.SUCCESS:
+            return self._exp(
+                "recv_completion", Outcome.ACCEPT, rules.RECV_DONE, before, completions=done
+            )
+        flushed = self._flush_all()
+        self._enter(S.ERR)
+        return self._exp(
+            "recv_completion",
+            Outcome.ACCEPT,
+            rules.ERR_ON_RECV_ERROR,
+            before,
+            completions=done + flushed,
+        )
+
+    def async_error(self, event: EventType) -> Expectation:
+        """An affiliated error the device detected outside any WR: ERR, flush, the event."""
+        if event not in _ERROR_EVENTS:
+            raise ValueError(f"{event!r} is not an affiliated QP error event")
+        before = self.state
+        flushed = self._flush_all()
+        self._enter(S.ERR)
+        return self._exp(
+            "async_error",
+            Outcome.ACCEPT,
+            rules.ERR_ON_ASYNC_ERROR,
+            before,
+            completions=flushed,
+            events=(event,),
+        )
+
+    # ------------------------------------------------------------------------- internals
+    def _transition(
+        self,
+        nxt: QPState,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        outcome: Outcome,
+        rule: Rule,
+        checked: list[Rule],
+    ) -> tuple[Expectation, Callable[[], None]]:
+        """Expectation and effect of an accepted modify to nxt."""
+        cur = self.state
+        completions: tuple[ExpectedCompletion, ...] = ()
+        events: tuple[EventType, ...] = ()
+        forbidden: tuple[EventType, ...] = _ERROR_EVENTS
+        never_run: frozenset[int] = frozenset()
+        notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify", 0))
+
+        if nxt == S.ERR and cur != S.ERR:
+            checked.append(rules.FLUSH_ON_ERROR)
+            completions = self._flushes()
+        elif nxt == S.RESET:
+            checked.append(rules.DISCARD_ON_RESET)
+            never_run = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+        elif cur == S.RTS and nxt == S.SQD:
+            checked.append(rules.SQD_DRAINED_EVENT)
+            if not self.in_flight:
+                events, forbidden = self._drain_events(notify)
+        if nxt != S.SQD or cur != S.RTS:
+            forbidden = (*forbidden, EventType.SQ_DRAINED) if not self.draining else forbidden
+
+        def effect() -> None:
+            if nxt == S.ERR and cur != S.ERR:
+                self._flush_all()
+            elif nxt == S.RESET:
+                self._discard_all()
+            elif cur == S.RTS and nxt == S.SQD:
+                self.notify_requested, self.draining = notify, bool(self.in_flight)
+            elif nxt == S.RTS:
+                for w in self.sends:
+                    w.started = True
+            if Attr.PORT in mask:
+                self.port = attrs["port_num"]
+            self._enter(nxt)
+
+        exp = self._exp(
+            "modify",
+            outcome,
+            rule,
+            cur,
+            nxt,
+            completions=completions,
+            events=events,
+            forbidden_events=forbidden,
+            never_run=never_run,
+            checked=checked,
+        )
+        return exp, effect
+
+    def _drain_progress(self) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
+        """After a send completed: has an SQD drain just ended?"""
+        if self.state == S.SQD and self.draining and not self.in_flight:
+            self.draining = False
+            return self._drain_events(self.notify_requested)
+        return (), ()
+
+    @staticmethod
+    def _drain_events(notify: bool) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
+        if notify:
+            return (EventType.SQ_DRAINED,), _ERROR_EVENTS
+        return (), (*_ERROR_EVENTS, EventType.SQ_DRAINED)
+
+    def _flushes(self) -> tuple[ExpectedCompletion, ...]:
+        """Flush completions of everything outstanding, sends then receives, each in order."""
+        return tuple(
+            [ExpectedCompletion(w, "send", WCStatus.WR_FLUSH_ERR) for w in self.outstanding_sends]
+            + [ExpectedCompletion(w, "recv", WCStatus.WR_FLUSH_ERR) for w in self.recvs]
+        )
+
+    def _flush_sends(self) -> tuple[ExpectedCompletion, ...]:
+        done = tuple(
+            ExpectedCompletion(w, "send", WCStatus.WR_FLUSH_ERR) for w in self.outstanding_sends
+        )
+        self.sends.clear()
+        return done
+
+    def _flush_all(self) -> tuple[ExpectedCompletion, ...]:
+        done = self._flushes()
+        self.sends.clear()
+        self.recvs.clear()
+        return done
+
+    def _discard_all(self) -> None:
+        self.never_run.update(self.outstanding_sends)
+        self.never_run.update(self.recvs)
+        self.sends.clear()
+        self.recvs.clear()
+
+    def _enter(self, state: QPState) -> None:
+        self.state = state
+        if state != S.SQD:
+            self.draining = False
+            self.notify_requested = False
+
+    def _follow_refused_accept(self, exp: Expectation) -> None:
+        """The device accepted what the model refused: follow it to the requested state."""
+        if exp.verb == "modify" and exp.state_if_accepted != self.state:
+            self._enter(exp.state_if_accepted)
+
+    def _table_errnos(self, mask: Attr) -> frozenset[int]:
+        # RATE_LIMIT travels only in the extended command: providers using the legacy one
+        # refuse it with EOPNOTSUPP before the table is consulted.
+        return _EINVAL | {errno.EOPNOTSUPP} if Attr.RATE_LIMIT in mask else _EINVAL
+
+    @staticmethod
+    def _variant_of(rule: Rule, suffix: str, detail: str) -> Rule:
+        return Rule(f"{rule.id}.{suffix}", f"{rule.summary}; this mask {detail}", rule.source)
+
+    def _propose(self, exp: Expectation, effect: Callable[[], None] | None) -> Expectation:
+        if self.destroyed:
+            raise RuntimeError("the QP was destroyed: no verb can be modelled on it")
+        self._proposed = (exp, effect)
+        return exp
+
+    def _propose_post(self, exp: Expectation, wr_id: int) -> Expectation:
+        exp = Expectation(**{**exp.__dict__, "never_run": frozenset({wr_id})})
+        return self._propose(exp, None)
+
+    def _exp(
+        self,
+        verb: str,
+        outcome: Outcome,
+        rule: Rule,
+        before: QPState,
+        after: QPState | None = None,
+        *,
+        errnos: frozenset[int] | None = None,
+        completions: tuple[ExpectedCompletion, ...] = (),
+        events: tuple[EventType, ...] = (),
+        forbidden_events: tuple[EventType, ...] = (),
+        never_run: frozenset[int] = frozenset(),
+        checked: list[Rule] | None = None,
+    ) -> Expectation:
+        return Expectation(
+            verb=verb,
+            outcome=outcome,
+            rule=rule,
+            state_before=before,
+            state_if_accepted=before if after is None else after,
+            errnos=errnos,
+            completions=completions,
+            events=events,
+            forbidden_events=forbidden_events,
+            never_run=never_run,
+            checked=tuple(checked or (rule,)),
+        )

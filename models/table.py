@@ -1,0 +1,239 @@
+"""The QP state transition table as data, in two named variants.
+
+`linux` is the core verbs table every Linux driver is held to
+(`qp_state_table` checked by `ib_modify_qp_is_ok()` in
+drivers/infiniband/core/verbs.c), transcribed entry by entry for the six
+user-visible QP types. `ibta` is the specification's table: the same entries
+plus the transitions the spec allows and Linux does not (see IBTA_EXTRA).
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from models.enums import STATES, Attr, QPState, QPType
+from models.sources import Rule, Source, ibta, kernel_table
+
+S = QPState
+T = QPType
+A = Attr
+
+# Shorthands that mirror the kernel's table so the transcription can be checked by eye.
+_PKEY, _PORT, _QKEY, _ACC = A.PKEY_INDEX, A.PORT, A.QKEY, A.ACCESS_FLAGS
+_AV, _MTU, _DQPN, _RQ_PSN, _SQ_PSN = A.AV, A.PATH_MTU, A.DEST_QPN, A.RQ_PSN, A.SQ_PSN
+_RD, _DRD, _MINRNR = A.MAX_QP_RD_ATOMIC, A.MAX_DEST_RD_ATOMIC, A.MIN_RNR_TIMER
+_TMO, _RETRY, _RNR = A.TIMEOUT, A.RETRY_CNT, A.RNR_RETRY
+_ALT, _MIG, _CUR = A.ALT_PATH, A.PATH_MIG_STATE, A.CUR_STATE
+_NOTIFY, _RL = A.EN_SQD_ASYNC_NOTIFY, A.RATE_LIMIT
+
+_CONNECTED = (T.RC, T.UC, T.XRC_SEND, T.XRC_RECV)
+
+
+def _same(mask: Attr, *types: QPType) -> dict[QPType, Attr]:
+    return dict.fromkeys(types, mask)
+
+
+# (cur, next) -> (required per type, optional per type); an absent pair is invalid.
+# Transcribed from qp_state_table[][] in drivers/infiniband/core/verbs.c
+# (SMI and GSI rows omitted: they are kernel-only QP types).
+LINUX_TABLE: dict[tuple[QPState, QPState], tuple[dict[QPType, Attr], dict[QPType, Attr]]] = {
+    (S.RESET, S.RESET): ({}, {}),
+    (S.RESET, S.INIT): (
+        {
+            T.UD: _PKEY | _PORT | _QKEY,
+            T.RAW_PACKET: _PORT,
+            **_same(_PKEY | _PORT | _ACC, *_CONNECTED),
+        },
+        {},
+    ),
+    (S.INIT, S.RESET): ({}, {}),
+    (S.INIT, S.ERR): ({}, {}),
+    (S.INIT, S.INIT): (
+        {},
+        {T.UD: _PKEY | _PORT | _QKEY, **_same(_PKEY | _PORT | _ACC, *_CONNECTED)},
+    ),
+    (S.INIT, S.RTR): (
+        {
+            **_same(_AV | _MTU | _DQPN | _RQ_PSN, T.UC, T.XRC_SEND),
+            **_same(_AV | _MTU | _DQPN | _RQ_PSN | _DRD | _MINRNR, T.RC, T.XRC_RECV),
+        },
+        {T.UD: _PKEY | _QKEY, **_same(_ALT | _ACC | _PKEY, *_CONNECTED)},
+    ),
+    (S.RTR, S.RESET): ({}, {}),
+    (S.RTR, S.ERR): ({}, {}),
+    (S.RTR, S.RTS): (
+        {
+            **_same(_SQ_PSN, T.UD, T.UC),
+            **_same(_TMO | _RETRY | _RNR | _SQ_PSN | _RD, T.RC, T.XRC_SEND),
+            T.XRC_RECV: _TMO | _SQ_PSN,
+        },
+        {
+            T.UD: _CUR | _QKEY,
+            **_same(_CUR | _ALT | _ACC | _MIG, T.UC, T.XRC_SEND),
+            **_same(_CUR | _ALT | _ACC | _MINRNR | _MIG, T.RC, T.XRC_RECV),
+            T.RAW_PACKET: _RL,
+        },
+    ),
+    (S.RTS, S.RESET): ({}, {}),
+    (S.RTS, S.ERR): ({}, {}),
+    (S.RTS, S.RTS): (
+        {},
+        {
+            T.UD: _CUR | _QKEY,
+            **_same(_CUR | _ACC | _ALT | _MIG, T.UC, T.XRC_SEND),
+            **_same(_CUR | _ACC | _ALT | _MIG | _MINRNR, T.RC, T.XRC_RECV),
+            T.RAW_PACKET: _RL,
+        },
+    ),
+    (S.RTS, S.SQD): ({}, _same(_NOTIFY, T.UD, *_CONNECTED)),
+    (S.SQD, S.RESET): ({}, {}),
+    (S.SQD, S.ERR): ({}, {}),
+    (S.SQD, S.RTS): (
+        {},
+        {
+            T.UD: _CUR | _QKEY,
+            **_same(_CUR | _ALT | _ACC | _MIG, T.UC, T.XRC_SEND),
+            **_same(_CUR | _ALT | _ACC | _MINRNR | _MIG, T.RC, T.XRC_RECV),
+        },
+    ),
+    (S.SQD, S.SQD): (
+        {},
+        {
+            T.UD: _PKEY | _QKEY,
+            T.UC: _AV | _ALT | _ACC | _PKEY | _MIG,
+            T.RC: _PORT
+            | _AV
+            | _TMO
+            | _RETRY
+            | _RNR
+            | _RD
+            | _DRD
+            | _ALT
+            | _ACC
+            | _PKEY
+            | _MINRNR
+            | _MIG,
+            T.XRC_SEND: _PORT | _AV | _TMO | _RETRY | _RNR | _RD | _ALT | _ACC | _PKEY | _MIG,
+            T.XRC_RECV: _PORT | _AV | _TMO | _DRD | _ALT | _ACC | _PKEY | _MINRNR | _MIG,
+        },
+    ),
+    (S.SQE, S.RESET): ({}, {}),
+    (S.SQE, S.ERR): ({}, {}),
+    (S.SQE, S.RTS): ({}, {T.UD: _CUR | _QKEY, T.UC: _CUR | _ACC}),
+    (S.ERR, S.RESET): ({}, {}),
+    (S.ERR, S.ERR): ({}, {}),
+}
+
+#: Transitions the IBTA allows that the Linux table refuses, with their source.
+IBTA_EXTRA: dict[tuple[QPState, QPState], Source] = {
+    (S.RESET, S.ERR): ibta(
+        "ch. 10.3.1 QP state transitions (state diagram) and 11.2.5.2 Modify QP",
+        "A QP in any state may be transitioned to the Error state by Modify QP.",
+    ),
+}
+
+#: CUR_STATE may be given only when the current state is one of these
+#: (first test in ib_modify_qp_is_ok()).
+CUR_STATE_ALLOWED_FROM = frozenset({S.RTR, S.RTS, S.SQD, S.SQE})
+
+VARIANTS = ("linux", "ibta")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One valid table entry for one QP type."""
+
+    qp_type: QPType
+    cur: QPState
+    nxt: QPState
+    required: Attr
+    optional: Attr
+    rule: Rule
+
+    @property
+    def allowed(self) -> Attr:
+        """Every bit the mask may hold for this entry (STATE included)."""
+        return self.required | self.optional | A.STATE
+
+
+class TransitionTable:
+    """A variant of the transition table, queried per QP type and state pair."""
+
+    def __init__(self, name: str, entries: dict[tuple[QPType, QPState, QPState], Transition]):
+        self.name = name
+        self._entries = entries
+
+    def lookup(self, qp_type: QPType, cur: QPState, nxt: QPState) -> Transition | None:
+        """The entry for cur -> nxt, or None when the transition is invalid."""
+        return self._entries.get((qp_type, cur, nxt))
+
+    def targets(self, qp_type: QPType, cur: QPState) -> list[QPState]:
+        """States reachable from cur by one modify, in ABI order."""
+        return [n for n in STATES if (qp_type, cur, n) in self._entries]
+
+    def __iter__(self) -> Iterator[Transition]:
+        return iter(self._entries.values())
+
+    def invalid_rule(self, cur: QPState, nxt: QPState) -> Rule:
+        """The rule that refuses a pair missing from the table."""
+        if self.name == "ibta":
+            src = ibta("ch. 10.3.1 QP state transitions", "Only the transitions shown are defined.")
+        else:
+            src = kernel_table(cur.name, nxt.name)
+        return Rule(
+            f"{self.name}.transition.invalid.{cur.name}->{nxt.name}",
+            f"{cur.name}->{nxt.name} is not a valid transition",
+            src,
+        )
+
+    def to_json(self) -> dict[str, dict[str, dict[str, dict[str, list[str]]]]]:
+        """{qp_type: {cur: {next: {"required": [...], "optional": [...]}}}}, valid pairs only."""
+        out: dict[str, dict[str, dict[str, dict[str, list[str]]]]] = {}
+        for qp_type in QPType:
+            per_type = out.setdefault(qp_type.name, {})
+            for cur in STATES:
+                for nxt in self.targets(qp_type, cur):
+                    t = self._entries[(qp_type, cur, nxt)]
+                    per_type.setdefault(cur.name, {})[nxt.name] = {
+                        "required": t.required.names(),
+                        "optional": t.optional.names(),
+                    }
+        return out
+
+
+def _mask_text(mask: Attr) -> str:
+    return "|".join(mask.names()) or "nothing"
+
+
+def _build(name: str) -> TransitionTable:
+    pairs: dict[tuple[QPState, QPState], tuple[dict, dict, Source]] = {
+        pair: (req, opt, kernel_table(pair[0].name, pair[1].name))
+        for pair, (req, opt) in LINUX_TABLE.items()
+    }
+    if name == "ibta":
+        for pair, src in IBTA_EXTRA.items():
+            pairs[pair] = ({}, {}, src)
+    entries = {}
+    for (cur, nxt), (req, opt, src) in pairs.items():
+        for qp_type in QPType:
+            required, optional = req.get(qp_type, A(0)), opt.get(qp_type, A(0))
+            rule = Rule(
+                f"{name}.transition.{qp_type.name}.{cur.name}->{nxt.name}",
+                f"{qp_type.name} {cur.name}->{nxt.name} requires {_mask_text(required)}, "
+                f"allows {_mask_text(optional)}",
+                src,
+            )
+            entries[(qp_type, cur, nxt)] = Transition(qp_type, cur, nxt, required, optional, rule)
+    return TransitionTable(name, entries)
+
+
+_TABLES = {name: _build(name) for name in VARIANTS}
+
+
+def variant(name: str) -> TransitionTable:
+    """The transition table of a named variant ("linux" or "ibta")."""
+    try:
+        return _TABLES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown model variant {name!r}: choose one of {', '.join(VARIANTS)}"
+        ) from None

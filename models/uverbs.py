@@ -1,0 +1,68 @@
+"""What the Linux uverbs layer does to a modify_qp before any driver sees it.
+
+These are part of the `linux` variant only: `modify_qp()` in
+drivers/infiniband/core/uverbs_cmd.c rewrites the mask (XRC bit stripping,
+PORT implied by AV) and checks the AV port against the QP's port.
+"""
+
+from collections.abc import Mapping
+
+from models.enums import Attr, QPState, QPType
+from models.sources import KERNEL_UVERBS_CMD_C, Rule, Source
+
+AV_PORT_AT_RTR = Rule(
+    "uverbs.modify_qp.av_port",
+    "at ->RTR the address vector's port must be the QP's port (set at RESET->INIT)",
+    Source(
+        KERNEL_UVERBS_CMD_C, "modify_qp(): IB_QP_AV with qp_state RTR, dest.port_num != qp->port"
+    ),
+)
+AV_IMPLIES_PORT = Rule(
+    "uverbs.modify_qp.av_implies_port",
+    "outside ->RTR an AV without PORT makes uverbs add PORT (the AV's port) to the mask",
+    Source(KERNEL_UVERBS_CMD_C, "modify_qp(): attr_mask |= IB_QP_PORT; port_num = dest.port_num"),
+)
+PORT_MATCHES_AV = Rule(
+    "uverbs.modify_qp.port_matches_av",
+    "outside ->RTR, PORT and AV together must name the same port",
+    Source(KERNEL_UVERBS_CMD_C, "modify_qp(): port_num != dest.port_num -> -EINVAL"),
+)
+XRC_STRIP = Rule(
+    "uverbs.modify_qp.xrc_strip",
+    "uverbs silently drops the bits an XRC side cannot use before the table check",
+    Source(KERNEL_UVERBS_CMD_C, "modify_qp_mask(): XRC_INI and XRC_TGT masks"),
+)
+
+_XRC_DROPPED = {
+    QPType.XRC_SEND: Attr.MAX_DEST_RD_ATOMIC | Attr.MIN_RNR_TIMER,
+    QPType.XRC_RECV: Attr.MAX_QP_RD_ATOMIC | Attr.RETRY_CNT | Attr.RNR_RETRY,
+}
+
+
+def rewrite(
+    qp_type: QPType, attrs: Mapping[str, int], mask: Attr, qp_port: int | None
+) -> tuple[Attr, dict[str, int], Rule | None, list[Rule]]:
+    """The mask and attributes the driver will see, a refusal rule if uverbs refuses, and
+    the rules consulted."""
+    attrs = dict(attrs)
+    checked: list[Rule] = []
+    if Attr.AV in mask:
+        to_rtr = Attr.STATE in mask and attrs.get("qp_state") == QPState.RTR
+        if to_rtr:
+            checked.append(AV_PORT_AT_RTR)
+            if qp_port is not None and attrs.get("ah_port_num") != qp_port:
+                return mask, attrs, AV_PORT_AT_RTR, checked
+        elif Attr.PORT in mask:
+            checked.append(PORT_MATCHES_AV)
+            if attrs.get("port_num") != attrs.get("ah_port_num"):
+                return mask, attrs, PORT_MATCHES_AV, checked
+        else:
+            checked.append(AV_IMPLIES_PORT)
+            mask |= Attr.PORT
+            if "ah_port_num" in attrs:
+                attrs["port_num"] = attrs["ah_port_num"]
+    dropped = _XRC_DROPPED.get(qp_type)
+    if dropped is not None:
+        checked.append(XRC_STRIP)
+        mask = Attr(int(mask) & ~int(dropped))
+    return mask, attrs, None, checked
