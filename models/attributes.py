@@ -202,6 +202,15 @@ VALUE_RULES: tuple[ValueRule, ...] = (
     ValueRule(
         Attr.ALT_PATH,
         _r(
+            "alt_port_num.range",
+            "the alternate path's port must be a port of the device",
+            _uverbs("modify_qp(): IB_QP_ALT_PATH, !rdma_is_port_valid(alt_port_num) -> -EINVAL"),
+        ),
+        lambda v, c: 1 <= v["alt_port_num"] <= c.phys_port_cnt,
+    ),
+    ValueRule(
+        Attr.ALT_PATH,
+        _r(
             "alt_path.roce",
             "alternate paths (APM) are refused on RoCE ports",
             Source(KERNEL_VERBS_C, "_ib_modify_qp(): 'Ban them in roce mode' -> -EINVAL"),

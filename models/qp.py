@@ -51,7 +51,7 @@ class QPModel:
         self.draining = False
         self.destroyed = False
         self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
-        self._proposed: tuple[Expectation, Callable[[], None] | None] | None = None
+        self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
     @property
@@ -84,6 +84,12 @@ class QPModel:
 
         def refuse(rule: Rule, errnos: frozenset[int] = _EINVAL) -> Expectation:
             checked.append(rule)
+            if Attr.RATE_LIMIT in mask:
+                # RATE_LIMIT travels only in the extended command: providers using the legacy
+                # one (ibv_cmd_modify_qp) refuse it with EOPNOTSUPP before any other check.
+                errnos = errnos | {errno.EOPNOTSUPP}
+            if Attr.RATE_LIMIT in mask:  # legacy ibv_cmd_modify_qp refuses it first
+                errnos = errnos | {errno.EOPNOTSUPP}
             return self._propose(
                 self._exp(
                     "modify", Outcome.REFUSE, rule, self.state, errnos=errnos, checked=checked
@@ -115,21 +121,15 @@ class QPModel:
 
         entry = self.table.lookup(self.qp_type, cur, nxt)
         if entry is None:
-            return refuse(self.table.invalid_rule(cur, nxt), self._table_errnos(mask))
+            return refuse(self.table.invalid_rule(cur, nxt))
         checked.append(entry.rule)
         if mask & entry.required != entry.required:
             missing = "|".join(Attr(entry.required & ~int(mask)).names())
-            return refuse(
-                self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}"),
-                self._table_errnos(mask),
-            )
+            return refuse(self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}"))
         extra = int(mask) & ~int(entry.allowed)
         if extra:
             extra_names = "|".join(Attr(extra).names())
-            return refuse(
-                self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"),
-                self._table_errnos(mask),
-            )
+            return refuse(self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"))
 
         checked.extend(rules_for(mask, self.table.name))
         broken = value_violations(attrs, mask, self.caps, self.table.name)
@@ -159,7 +159,7 @@ class QPModel:
             rule = rules.post_rule("send", st.name, True, "accepted and completed with flush error")
             flush = (ExpectedCompletion(wr_id, "send", WCStatus.WR_FLUSH_ERR),)
             exp = self._exp("post_send", Outcome.ACCEPT, rule, st, completions=flush)
-            return self._propose(exp, None)
+            return self._propose(exp, None, wr_id)
         started = st == S.RTS
         rule = (
             rules.post_rule("send", st.name, True, "accepted and started")
@@ -167,7 +167,7 @@ class QPModel:
             else rules.SQD_HOLDS_NEW_SENDS
         )
         exp = self._exp("post_send", Outcome.ACCEPT, rule, st)
-        return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, started)))
+        return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, started)), wr_id)
 
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
@@ -179,11 +179,11 @@ class QPModel:
             rule = rules.post_rule("recv", st.name, True, "accepted and completed with flush error")
             flush = (ExpectedCompletion(wr_id, "recv", WCStatus.WR_FLUSH_ERR),)
             return self._propose(
-                self._exp("post_recv", Outcome.ACCEPT, rule, st, completions=flush), None
+                self._exp("post_recv", Outcome.ACCEPT, rule, st, completions=flush), None, wr_id
             )
         rule = rules.post_rule("recv", st.name, True, "accepted and queued")
         exp = self._exp("post_recv", Outcome.ACCEPT, rule, st)
-        return self._propose(exp, lambda: self.recvs.append(wr_id))
+        return self._propose(exp, lambda: self.recvs.append(wr_id), wr_id)
 
     def destroy(self) -> Expectation:
         """destroy_qp: accepted; outstanding WRs are discarded and never run."""
@@ -200,7 +200,7 @@ class QPModel:
         """Record what the device did with the last proposed verb (follows the device)."""
         if self._proposed is None or self._proposed[0] is not exp:
             raise RuntimeError("apply() must follow the verb that produced this expectation")
-        _, effect = self._proposed
+        _, effect, wr_id = self._proposed
         self._proposed = None
         if accepted:
             if exp.outcome is Outcome.REFUSE:  # a divergence the run goes on with (a quirk)
@@ -209,6 +209,8 @@ class QPModel:
                 effect()
         elif exp.verb.startswith("post_"):
             self.never_run.update(exp.never_run)
+            if wr_id is not None:  # whoever refused it, a refused WR must never run
+                self.never_run.add(wr_id)
 
     # ------------------------------------------------------------------- automatic events
     def send_completed(self, status: WCStatus = WCStatus.SUCCESS) -> Expectation:
@@ -400,24 +402,21 @@ class QPModel:
         if exp.verb == "modify" and exp.state_if_accepted != self.state:
             self._enter(exp.state_if_accepted)
 
-    def _table_errnos(self, mask: Attr) -> frozenset[int]:
-        # RATE_LIMIT travels only in the extended command: providers using the legacy one
-        # refuse it with EOPNOTSUPP before the table is consulted.
-        return _EINVAL | {errno.EOPNOTSUPP} if Attr.RATE_LIMIT in mask else _EINVAL
-
     @staticmethod
     def _variant_of(rule: Rule, suffix: str, detail: str) -> Rule:
         return Rule(f"{rule.id}.{suffix}", f"{rule.summary}; this mask {detail}", rule.source)
 
-    def _propose(self, exp: Expectation, effect: Callable[[], None] | None) -> Expectation:
+    def _propose(
+        self, exp: Expectation, effect: Callable[[], None] | None, wr_id: int | None = None
+    ) -> Expectation:
         if self.destroyed:
             raise RuntimeError("the QP was destroyed: no verb can be modelled on it")
-        self._proposed = (exp, effect)
+        self._proposed = (exp, effect, wr_id)
         return exp
 
     def _propose_post(self, exp: Expectation, wr_id: int) -> Expectation:
         exp = Expectation(**{**exp.__dict__, "never_run": frozenset({wr_id})})
-        return self._propose(exp, None)
+        return self._propose(exp, None, wr_id)
 
     def _exp(
         self,

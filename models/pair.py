@@ -1,0 +1,279 @@
+"""PairModel: two connected QPs and the wire between them.
+
+A single QPModel knows what its own verbs do, but not what happens to a send
+once it leaves: that depends on the peer's state, its posted receives and the
+fault planted in the WR. PairModel joins two QPModels ("a" and "b") and decides,
+for the oldest started send of each side, the wire outcome (success consuming
+the peer's oldest receive, RNR, retry exhaustion, silent drop, access or
+protection error), then drives both QPModels through their automatic events.
+Every decision names its rule, like models/rules.py.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion
+from models.qp import QPModel
+from models.sources import Rule, ibta
+
+S = QPState
+SIDES = ("a", "b")
+RNR_INFINITE = 7
+_ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
+_RECEIVING = frozenset({S.RTR, S.RTS, S.SQD, S.SQE})
+_RELIABLE = frozenset({QPType.RC})
+
+_TRANSPORT = "ch. 9.7 Reliable service (ACK/NAK protocol)"
+_UNRELIABLE = "ch. 9.8 Unreliable service"
+_STATES = "ch. 10.3.1 QP states"
+
+
+class Op(StrEnum):
+    """The send operations the pair model knows."""
+
+    SEND = "send"
+    RDMA_WRITE = "write"
+
+
+class Fault(StrEnum):
+    """A fault planted in one send WR."""
+
+    NONE = "none"
+    BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
+    BAD_RKEY = "bad_rkey"  # an RDMA WRITE names a remote key the responder does not have
+
+
+# ---------------------------------------------------------------------------------- rules
+SEND_DELIVERED = Rule(
+    "pair.send.delivered",
+    "a SEND reaching a receiving peer with a posted receive consumes the peer's oldest receive; "
+    "both complete with SUCCESS",
+    ibta(_TRANSPORT + " and ch. 10.8 Work request processing", "receives are consumed in order"),
+)
+WRITE_DELIVERED = Rule(
+    "pair.write.delivered",
+    "an RDMA WRITE with a valid rkey completes with SUCCESS and consumes no receive",
+    ibta("ch. 9.4.3 RDMA WRITE"),
+)
+RC_RNR_EXHAUSTED = Rule(
+    "pair.rc.rnr_retry_exc",
+    "an RC SEND meeting an empty receive queue is RNR NAKed; after rnr_retry retries (7 = "
+    "forever) the requester completes it with RNR_RETRY_EXC_ERR and enters ERR",
+    ibta(_TRANSPORT + ", RNR NAK and ch. 10.8.3 Completion status", "RNR Retry Counter Exceeded"),
+)
+RC_RNR_WAITING = Rule(
+    "pair.rc.rnr_wait",
+    "with rnr_retry = 7 an RNR-NAKed SEND is retried until a receive is posted",
+    ibta(_TRANSPORT + ", RNR NAK", "a value of 7 indicates infinite retry"),
+)
+RC_RETRY_EXHAUSTED = Rule(
+    "pair.rc.retry_exc",
+    "an RC request to a peer that does not answer (gone, RESET, INIT or ERR) times out; after "
+    "retry_cnt retries the requester completes it with RETRY_EXC_ERR and enters ERR",
+    ibta(_TRANSPORT + ", Local ACK Timeout", "Transport Retry Counter Exceeded"),
+)
+UNRELIABLE_DROPPED = Rule(
+    "pair.unreliable.dropped",
+    "a UD/UC message the peer cannot take (no receive, or peer not in RTR/RTS/SQD/SQE) is "
+    "silently dropped; the requester still completes it with SUCCESS and the peer sees nothing",
+    ibta(_UNRELIABLE + " and " + _STATES, "incoming packets are silently dropped"),
+)
+RC_BAD_RKEY = Rule(
+    "pair.rc.bad_rkey",
+    "an RC RDMA WRITE with an invalid rkey is NAKed (Remote Access Error): the requester "
+    "completes it with REM_ACCESS_ERR and enters ERR; the responder enters ERR with the "
+    "QP_ACCESS_ERR affiliated event (Local Access Violation Work Queue Error)",
+    ibta(
+        "ch. 9.7.5.2 Responder error behavior (class C) and ch. 11.6.3.1 Affiliated "
+        "asynchronous errors",
+        "Local Access Violation Work Queue Error",
+    ),
+)
+UC_BAD_RKEY = Rule(
+    "pair.uc.bad_rkey",
+    "a UC RDMA WRITE with an invalid rkey is dropped by the responder; the requester completes "
+    "it with SUCCESS (unreliable: no NAK)",
+    ibta(_UNRELIABLE + ", responder error behavior", "the packet is silently dropped"),
+)
+BAD_LKEY = Rule(
+    "pair.bad_lkey",
+    "a send WR whose local SGE has an invalid lkey completes with LOC_PROT_ERR; nothing reaches "
+    "the peer (RC then enters ERR, UD/UC enter SQE)",
+    ibta("ch. 10.8.3 Completion status and ch. 10.6 Memory protection", "Local Protection Error"),
+)
+NO_EVENT_ON_COMPLETION_ERROR = Rule(
+    "pair.completion_error.no_event",
+    "an error reported in a completion raises no affiliated async event on the requester",
+    ibta("ch. 11.6.3 Asynchronous events", "errors reported through a CQE are not also events"),
+)
+
+
+@dataclass(frozen=True)
+class WireStep:
+    """What the wire did to one send: the rule and each side's automatic expectation."""
+
+    requester: str
+    wr_id: int
+    rule: Rule
+    effects: tuple[tuple[str, Expectation], ...]
+    forbidden: Mapping[str, tuple[EventType, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WireSettings:
+    """Transport attributes that decide how failed sends end (and how long it takes)."""
+
+    timeout: int = 10  # local ACK timeout exponent: 4.096 us * 2**timeout
+    retry_cnt: int = 1
+    rnr_retry: int = 1
+    min_rnr_timer: int = 1
+
+    def bound(self) -> float:
+        """Seconds within which an automatic error must have been reported (generous)."""
+        ack = 4.096e-6 * (1 << self.timeout)
+        return max(0.5, 4 * ack * (self.retry_cnt + 1) + 0.05 * (self.rnr_retry + 1))
+
+
+class PairModel:
+    """Expected behaviour of two connected QPs of one type and the messages between them."""
+
+    def __init__(
+        self,
+        qp_type: QPType,
+        table: str = "linux",
+        settings: WireSettings | None = None,
+    ) -> None:
+        self.qp_type = QPType(qp_type)
+        self.settings = settings or WireSettings()
+        self.ends: dict[str, QPModel] = {s: QPModel(self.qp_type, table) for s in SIDES}
+        self.gone: set[str] = set()
+        self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
+
+    # ------------------------------------------------------------------------ navigation
+    @staticmethod
+    def peer_of(side: str) -> str:
+        """The other end of the pair."""
+        return "b" if side == "a" else "a"
+
+    def qp(self, side: str) -> QPModel:
+        """The QPModel of one end."""
+        return self.ends[side]
+
+    # ----------------------------------------------------------------------------- verbs
+    def modify(self, side: str, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
+        """modify_qp on one end (commit with apply)."""
+        return self.ends[side].modify(attrs, mask)
+
+    def post_send(
+        self, side: str, wr_id: int, op: Op = Op.SEND, fault: Fault = Fault.NONE
+    ) -> Expectation:
+        """post_send of one signaled WR of `op` carrying `fault` (commit with apply)."""
+        if op is Op.RDMA_WRITE and self.qp_type == QPType.UD:
+            raise ValueError("UD has no RDMA WRITE")
+        if fault is Fault.BAD_RKEY and op is not Op.RDMA_WRITE:
+            raise ValueError("a bad rkey only means something for RDMA WRITE")
+        self._ops[(side, wr_id)] = (op, fault)
+        return self.ends[side].post_send(wr_id)
+
+    def post_recv(self, side: str, wr_id: int) -> Expectation:
+        """post_recv on one end (commit with apply)."""
+        return self.ends[side].post_recv(wr_id)
+
+    def destroy(self, side: str) -> Expectation:
+        """destroy_qp on one end; once applied, that end is gone from the wire."""
+        return self.ends[side].destroy()
+
+    def apply(self, side: str, exp: Expectation, accepted: bool) -> None:
+        """Commit what the device did with the last verb on `side`."""
+        self.ends[side].apply(exp, accepted)
+        if accepted and exp.verb == "destroy":
+            self.gone.add(side)
+
+    def recreate(self, side: str) -> None:
+        """A new QP replaces a destroyed end (it starts in RESET)."""
+        old = self.ends[side]
+        self.ends[side] = QPModel(self.qp_type, old.table, old.caps)
+        self.gone.discard(side)
+
+    # ------------------------------------------------------------------------------ wire
+    def progress(self) -> list[WireStep]:
+        """Resolve every send the wire can finish now, on both sides, until nothing moves."""
+        steps: list[WireStep] = []
+        moved = True
+        while moved:
+            moved = False
+            for side in SIDES:
+                step = self._resolve_head(side)
+                if step is not None:
+                    steps.append(step)
+                    moved = True
+        return steps
+
+    def blocked(self) -> list[tuple[str, int]]:
+        """Sends started but waiting (RC RNR with infinite retry): (side, wr_id)."""
+        return [
+            (side, self.ends[side].in_flight[0])
+            for side in SIDES
+            if side not in self.gone and self.ends[side].in_flight
+        ]
+
+    def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
+        """Pure verdict for the oldest started send of `side`.
+
+        Returns (rule, requester status or None while it waits, what happens at the peer:
+        "recv", "none", "drop" or "access_error").
+        """
+        req = self.ends[side]
+        wr_id = req.in_flight[0]
+        op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
+        peer_side = self.peer_of(side)
+        peer = self.ends[peer_side]
+        reliable = self.qp_type in _RELIABLE
+        receiving = peer_side not in self.gone and peer.state in _RECEIVING
+        if fault is Fault.BAD_LKEY:
+            return BAD_LKEY, WCStatus.LOC_PROT_ERR, "none"
+        if not receiving:
+            if reliable:
+                return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
+            return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
+        if op is Op.RDMA_WRITE:
+            if fault is Fault.BAD_RKEY:
+                if reliable:
+                    return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
+                return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
+            return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
+        if peer.recvs:
+            return SEND_DELIVERED, WCStatus.SUCCESS, "recv"
+        if not reliable:
+            return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
+        if self.settings.rnr_retry >= RNR_INFINITE:
+            return RC_RNR_WAITING, None, "none"
+        return RC_RNR_EXHAUSTED, WCStatus.RNR_RETRY_EXC_ERR, "none"
+
+    def _resolve_head(self, side: str) -> WireStep | None:
+        req = self.ends[side]
+        if side in self.gone or not req.in_flight or req.state not in (S.RTS, S.SQD):
+            return None
+        wr_id = req.in_flight[0]
+        rule, status, at_peer = self.decide(side)
+        if status is None:
+            return None
+        peer_side = self.peer_of(side)
+        effects: list[tuple[str, Expectation]] = []
+        forbidden: dict[str, tuple[EventType, ...]] = {}
+        if at_peer == "recv":
+            effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
+        effects.append((side, req.send_completed(status)))
+        if status != WCStatus.SUCCESS:
+            forbidden[side] = _ERROR_EVENTS
+        if at_peer == "access_error":
+            effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
+        self._ops.pop((side, wr_id), None)
+        return WireStep(side, wr_id, rule, tuple(effects), forbidden)
+
+
+def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:
+    """The completions due on `side` from a list of wire steps, in order."""
+    return [c for st in steps for s, exp in st.effects if s == side for c in exp.completions]

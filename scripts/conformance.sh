@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The main job: run the conformance suites against a device and build the reports in reports/out/.
+#
+#   scripts/conformance.sh [--device NAME] [extra pytest options...]
+#
+# With --device (or a device in /sys/class/infiniband) the suites run on this host.
+# Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. scripts/bootstrap.sh
+qpconform_bootstrap || exit 1
+
+device=""
+if [ "${1:-}" = "--device" ]; then
+    device="${2:?--device needs a name}"
+    shift 2
+elif [ -d /sys/class/infiniband ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
+    device="$(ls /sys/class/infiniband | head -n 1)"
+fi
+
+out=reports/out
+rm -rf "$out"
+mkdir -p "$out"
+profile="${QPCONFORM_PROFILE:-default}"
+[ -n "${CI:-}" ] && profile="${QPCONFORM_PROFILE:-ci}"
+suite_args=(suites/ --hypothesis-profile "$profile" --junitxml "$out/junit.xml"
+            --alluredir "$out/allure-results" -p no:cacheprovider "$@")
+
+if [ -n "$device" ]; then
+    echo "qpconform: running the suites on this host's device $device"
+    python -m pytest --device "$device" "${suite_args[@]}"
+    status=$?
+else
+    echo "qpconform: no RDMA device on this host: running against SoftRoCE rxe0 in a VM"
+    if ! command -v qemu-system-x86_64 >/dev/null || ! command -v mmdebstrap >/dev/null; then
+        if [ "$(id -u)" -eq 0 ]; then
+            qpconform vm --install-deps || exit 1
+        fi
+    fi
+    qpconform vm --timeout "${QPCONFORM_VM_TIMEOUT:-2400}" -- \
+        python3 -m pytest --device rxe0 "${suite_args[@]}"
+    status=$?
+fi
+
+qpconform report --input "$out" --output "$out" || status=${status:-1}
+echo "qpconform: reports in $out/ (report.html, report.json, junit.xml, allure-results/)"
+exit "$status"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The self-tests: lint, then the model and harness tests (no RDMA device needed).
+# VM end-to-end tests run too when QPCONFORM_VM_TESTS=1 (CI sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/bootstrap.sh
+qpconform_bootstrap
+
+echo "== ruff"
+ruff check .
+echo "== self-tests"
+python -m pytest tests/ "$@"
