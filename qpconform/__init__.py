@@ -1,0 +1,1 @@
+"""qpconform: conformance suite for the RDMA QP state machine."""

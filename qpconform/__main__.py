@@ -1,0 +1,7 @@
+"""``python -m qpconform``."""
+
+import sys
+
+from qpconform.cli import main
+
+sys.exit(main())

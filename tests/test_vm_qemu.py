@@ -1,0 +1,195 @@
+"""Boot watchdog, accelerator fallback, live console and cleanup, with a fake QEMU.
+
+The fake is a small Python script standing in for qemu-system-x86_64: it hangs
+(or crashes) for the accelerators named in FAKE_QEMU_BAD, otherwise it acts like a
+guest: noise, the boot marker, some output, the exit marker.
+"""
+
+import io
+import os
+import sys
+import time
+
+import pytest
+
+from vm import qemu, runner
+
+FAKE = """\
+import os, re, sys, time
+argv = sys.argv[1:]
+accel = argv[argv.index("-accel") + 1]
+nonce = re.search(r"qpconform.nonce=(\\w+)", argv[argv.index("-append") + 1]).group(1)
+with open(os.environ["FAKE_QEMU_PIDS"], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+mode = os.environ.get("FAKE_QEMU_" + accel.upper(), "ok")
+out = sys.stdout
+out.write("SeaBIOS noise\\r\\n"); out.flush()
+if mode == "hang":
+    time.sleep(600)
+if mode == "crash":
+    print("qemu: kvm assertion failed", flush=True)
+    sys.exit(134)
+out.write(f"QPCONFORM-BOOTED {nonce}\\r\\n")
+out.write("hello from the guest\\r\\nprogress...")
+out.flush()
+time.sleep(0.2)
+out.write("done\\r\\n")
+if mode == "hang-after-boot":
+    out.flush()
+    time.sleep(600)
+out.write(f"QPCONFORM-EXIT {nonce} 7\\r\\n")
+out.write("[ 9.1] reboot: Power down\\r\\n")
+"""
+
+
+@pytest.fixture
+def fake_qemu(tmp_path, monkeypatch):
+    path = tmp_path / "fake-qemu"
+    path.write_text(f"#!{sys.executable}\n{FAKE}")
+    path.chmod(0o755)
+    monkeypatch.setenv("FAKE_QEMU_PIDS", str(tmp_path / "pids"))
+    return path
+
+
+def spec_factory(fake, tmp_path):
+    def spec_for(accel):
+        return qemu.GuestSpec(
+            kernel=tmp_path / "vmlinuz",
+            initrd=None,
+            disk=tmp_path / "o.qcow2",
+            append="console=ttyS0 qpconform.nonce=abc123",
+            qemu=str(fake),
+        )
+
+    return spec_for
+
+
+def assert_all_dead(tmp_path):
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    return pids
+
+
+def test_kvm_hang_falls_back_to_tcg(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_KVM", "hang")
+    out, notes = io.BytesIO(), []
+    started = time.monotonic()
+    accel, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path),
+        ["kvm", "tcg"],
+        "abc123",
+        {"kvm": 1.5, "tcg": 30},
+        time.monotonic() + 60,
+        out,
+        note=notes.append,
+    )
+    assert time.monotonic() - started < 20
+    assert accel == "tcg"
+    assert outcome.kind == "exited" and outcome.status == 7
+    assert "falling back to TCG" in notes[0] and "no sign of life" in notes[0]
+    assert out.getvalue() == b"hello from the guest\nprogress...done\n"
+    assert len(assert_all_dead(tmp_path)) == 2
+
+
+def test_kvm_crash_falls_back_to_tcg(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_KVM", "crash")
+    notes = []
+    accel, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path),
+        ["kvm", "tcg"],
+        "abc123",
+        {"kvm": 30, "tcg": 30},
+        time.monotonic() + 60,
+        io.BytesIO(),
+        note=notes.append,
+    )
+    assert accel == "tcg" and outcome.status == 7
+    assert "kvm assertion failed" in notes[0]
+
+
+def test_tcg_boot_timeout_is_reported_not_retried(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "hang")
+    accel, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path),
+        ["tcg"],
+        "abc123",
+        {"tcg": 1.0},
+        time.monotonic() + 60,
+        io.BytesIO(),
+    )
+    assert accel == "tcg" and outcome.kind == "boot-timeout"
+    assert b"SeaBIOS noise" in outcome.boot_output
+    assert_all_dead(tmp_path)
+
+
+def test_hung_guest_is_killed_at_the_deadline(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "hang-after-boot")
+    started = time.monotonic()
+    _, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path),
+        ["tcg"],
+        "abc123",
+        {"tcg": 30},
+        started + 2.0,
+        io.BytesIO(),
+    )
+    assert outcome.kind == "timeout"
+    assert outcome.boot_seconds is not None
+    assert time.monotonic() - started < 10
+    assert_all_dead(tmp_path)
+
+
+def test_console_filter_hides_markers_and_keeps_log():
+    out, log = io.BytesIO(), io.BytesIO()
+    console = qemu.ConsoleFilter("n1", out, log)
+    for chunk in [
+        b"bios\r\n",
+        b"QPCONFORM-BOO",
+        b"TED n1\r\nline one\r",
+        b"\npartial",
+        b" rest\r\nQPCONFORM-EXIT n1 3\r\n",
+        b"power down\r\n",
+    ]:
+        console.feed(chunk)
+    assert console.booted and console.status == 3
+    assert out.getvalue() == b"line one\npartial rest\n"
+    assert log.getvalue().startswith(b"bios\r\nQPCONFORM-BOOTED n1")
+    assert bytes(console.preboot) == b"bios\n"
+
+
+def test_console_filter_ignores_markers_with_another_nonce():
+    out = io.BytesIO()
+    console = qemu.ConsoleFilter("n1", out)
+    console.feed(b"QPCONFORM-BOOTED n1\nQPCONFORM-EXIT other 0\n")
+    assert console.status is None
+    assert out.getvalue() == b"QPCONFORM-EXIT other 0\n"
+
+
+def test_build_argv_has_no_network_and_readonly_shares(tmp_path):
+    spec = qemu.GuestSpec(
+        kernel=tmp_path / "k",
+        initrd=tmp_path / "i",
+        disk=tmp_path / "d",
+        append="x",
+        shares=[qemu.Share(tmp_path, "t", readonly=True)],
+    )
+    argv = qemu.build_argv(spec, "tcg")
+    assert argv[argv.index("-nic") + 1] == "none"
+    assert "-no-reboot" in argv
+    assert any(a.endswith("mount_tag=t,security_model=none,readonly=on") for a in argv)
+    assert "-cpu" not in argv
+    assert qemu.build_argv(spec, "kvm")[3:5] == ["-cpu", "host"]
+
+
+def test_choose_accels(tmp_path):
+    memo = tmp_path / "accel.json"
+    kernel = tmp_path / "vmlinuz"
+    assert runner.choose_accels("tcg", kernel, memo, kvm_ok=True) == ["tcg"]
+    assert runner.choose_accels("kvm", kernel, memo, kvm_ok=False) == ["kvm"]
+    assert runner.choose_accels("auto", kernel, memo, kvm_ok=False) == ["tcg"]
+    assert runner.choose_accels("auto", kernel, memo, kvm_ok=True) == ["kvm", "tcg"]
+    runner.remember_kvm_failure(kernel, memo)
+    assert runner.choose_accels("auto", kernel, memo, kvm_ok=True) == ["tcg"]
+    assert runner.choose_accels("auto", tmp_path / "other", memo, kvm_ok=True) == ["kvm", "tcg"]

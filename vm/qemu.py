@@ -1,0 +1,322 @@
+"""Boot the guest with QEMU: accelerator choice, boot watchdog, live console, cleanup.
+
+The guest's serial console is QEMU's stdout.  The host streams it live,
+strips the guest init's marker lines (see vm/guest_init.sh) and uses them:
+``QPCONFORM-BOOTED`` stops the boot watchdog, ``QPCONFORM-EXIT`` carries the
+command's status.  Every QEMU process runs in its own session and is killed
+(process group, SIGKILL) on every way out: normal end, timeout, Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+BOOTED = b"QPCONFORM-BOOTED"
+EXITED = b"QPCONFORM-EXIT"
+
+# How long QEMU may take to power off after the guest reported its status.
+POWEROFF_GRACE = 20.0
+
+
+@dataclass
+class Share:
+    """A 9p share: host directory -> mount tag."""
+
+    path: Path
+    tag: str
+    readonly: bool = False
+
+
+@dataclass
+class GuestSpec:
+    """Everything QEMU needs, independent of the accelerator."""
+
+    kernel: Path
+    initrd: Path | None
+    disk: Path  # the per-run overlay; never the cached image
+    append: str
+    memory_mb: int = 2048
+    cpus: int = 2
+    shares: list[Share] = field(default_factory=list)
+    extra_disks: list[Path] = field(default_factory=list)  # read-only raw images
+    qemu: str = "qemu-system-x86_64"
+
+
+def build_argv(spec: GuestSpec, accel: str) -> list[str]:
+    """QEMU argv: no network (-nic none), console on stdio, no monitor, no reboot."""
+    argv = [spec.qemu, "-accel", accel]
+    if accel == "kvm":
+        argv += ["-cpu", "host"]
+    argv += [
+        "-m",
+        str(spec.memory_mb),
+        "-smp",
+        str(spec.cpus),
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+        "-nic",
+        "none",
+        "-kernel",
+        str(spec.kernel),
+    ]
+    if spec.initrd is not None:
+        argv += ["-initrd", str(spec.initrd)]
+    argv += [
+        "-append",
+        spec.append,
+        "-drive",
+        f"file={spec.disk},if=virtio,format=qcow2,cache=unsafe",
+    ]
+    for disk in spec.extra_disks:
+        argv += ["-drive", f"file={disk},if=virtio,format=raw,readonly=on"]
+    for share in spec.shares:
+        opts = f"local,path={share.path},mount_tag={share.tag},security_model=none"
+        if share.readonly:
+            opts += ",readonly=on"
+        argv += ["-virtfs", opts]
+    return argv
+
+
+def create_overlay(qemu_img: str, base: Path, overlay: Path) -> None:
+    """A qcow2 overlay so the cached raw image is never written."""
+    subprocess.run(
+        [
+            qemu_img,
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            "-b",
+            str(base.resolve()),
+            "-F",
+            "raw",
+            str(overlay),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def kvm_usable(dev: str = "/dev/kvm") -> bool:
+    """/dev/kvm exists and we may open it (it can still fail to boot: see boot())."""
+    return os.path.exists(dev) and os.access(dev, os.R_OK | os.W_OK)
+
+
+@dataclass
+class Outcome:
+    """How one QEMU run ended."""
+
+    kind: str  # "exited" (status known) | "boot-timeout" | "timeout" | "died"
+    status: int | None = None
+    qemu_returncode: int | None = None
+    boot_seconds: float | None = None
+    message: str = ""
+    boot_output: bytes = b""
+
+
+class ConsoleFilter:
+    """Turns raw console bytes into live output, watching for marker lines.
+
+    Output before the BOOTED marker (firmware and kernel noise) is held back
+    and only kept for error messages.  Partial lines are written at once so
+    progress output (pytest dots) shows live; a partial line that may be the
+    start of a marker is held until it is complete.
+    """
+
+    def __init__(self, nonce: str, out: BinaryIO, log: BinaryIO | None = None):
+        self.nonce = nonce.encode()
+        self.out = out
+        self.log = log
+        self.pending = b""
+        self.line_started = False  # part of the current line already written
+        self.booted = False
+        self.status: int | None = None
+        self.preboot = bytearray()
+
+    def _emit(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.status is not None:
+            return  # only power-off noise follows the exit marker
+        if self.booted:
+            self.out.write(data)
+            self.out.flush()
+        else:
+            self.preboot += data
+
+    def _marker(self, line: bytes) -> bool:
+        words = line.strip().split()
+        if len(words) >= 2 and words[1] == self.nonce:
+            if words[0] == BOOTED:
+                self.booted = True
+                return True
+            if words[0] == EXITED and len(words) == 3 and words[2].isdigit():
+                self.status = int(words[2])
+                return True
+        return False
+
+    def feed(self, data: bytes) -> None:
+        if self.log is not None:
+            self.log.write(data)
+            self.log.flush()
+        self.pending += data
+        while b"\n" in self.pending:
+            line, self.pending = self.pending.split(b"\n", 1)
+            line = line.rstrip(b"\r")
+            if not self.line_started and self._marker(line):
+                continue
+            self._emit(line + b"\n")
+            self.line_started = False
+        tail = self.pending.rstrip(b"\r")
+        if tail and (self.line_started or not self._could_be_marker(tail)):
+            self._emit(tail)
+            self.line_started = True
+            self.pending = self.pending[len(tail) :]
+
+    @staticmethod
+    def _could_be_marker(partial: bytes) -> bool:
+        for marker in (BOOTED, EXITED):
+            n = min(len(partial), len(marker))
+            if partial[:n] == marker[:n]:
+                return True
+        return False
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def run(
+    argv: list[str],
+    nonce: str,
+    boot_timeout: float,
+    deadline: float,
+    out: BinaryIO,
+    log: BinaryIO | None = None,
+) -> Outcome:
+    """Run QEMU until the guest reports its status, the boot watchdog or deadline fires.
+
+    ``deadline`` is a time.monotonic() value for the whole run.  QEMU never
+    outlives this call.
+    """
+    started = time.monotonic()
+    console = ConsoleFilter(nonce, out, log)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    boot_seconds = None
+    exit_seen_at = None
+    try:
+        fd = proc.stdout.fileno()
+        while True:
+            now = time.monotonic()
+            if console.booted and boot_seconds is None:
+                boot_seconds = now - started
+            if console.status is not None and exit_seen_at is None:
+                exit_seen_at = now
+            limits = [deadline]
+            if not console.booted:
+                limits.append(started + boot_timeout)
+            if exit_seen_at is not None:
+                limits.append(exit_seen_at + POWEROFF_GRACE)
+            wait = min(limits) - now
+            if wait <= 0:
+                if exit_seen_at is not None:
+                    break  # status known; QEMU is just slow to power off
+                if not console.booted and started + boot_timeout <= now < deadline:
+                    return Outcome(
+                        "boot-timeout",
+                        boot_output=bytes(console.preboot),
+                        message=f"no boot marker within {boot_timeout:.0f} s",
+                    )
+                return Outcome(
+                    "timeout",
+                    boot_seconds=boot_seconds,
+                    boot_output=bytes(console.preboot),
+                    message="the run did not finish before its timeout",
+                )
+            ready, _, _ = select.select([fd], [], [], min(wait, 1.0))
+            if not ready:
+                continue
+            data = os.read(fd, 65536)
+            if not data:
+                break  # QEMU closed its stdout: it exited
+            console.feed(data)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        if console.status is not None:
+            return Outcome(
+                "exited",
+                status=console.status,
+                qemu_returncode=proc.poll(),
+                boot_seconds=boot_seconds,
+            )
+        return Outcome(
+            "died",
+            qemu_returncode=proc.poll(),
+            boot_seconds=boot_seconds,
+            boot_output=bytes(console.preboot),
+            message="QEMU ended before the guest reported a status",
+        )
+    finally:
+        _kill(proc)
+
+
+def boot(
+    spec_for: callable,
+    accels: list[str],
+    nonce: str,
+    boot_timeouts: dict[str, float],
+    deadline: float,
+    out: BinaryIO,
+    log: BinaryIO | None = None,
+    note=lambda msg: print(f"qpconform vm: {msg}", file=sys.stderr, flush=True),
+) -> tuple[str, Outcome]:
+    """Try each accelerator in turn; a boot timeout moves on to the next one.
+
+    ``spec_for(accel)`` returns a fresh GuestSpec (a new overlay per attempt).
+    Returns the accelerator used and its outcome.
+    """
+    outcome = Outcome("died", message="no accelerator to try")
+    accel = accels[0] if accels else "none"
+    for index, accel in enumerate(accels):
+        argv = build_argv(spec_for(accel), accel)
+        outcome = run(argv, nonce, boot_timeouts.get(accel, 120.0), deadline, out, log)
+        failed_boot = outcome.kind == "boot-timeout" or (
+            outcome.kind == "died" and outcome.boot_seconds is None
+        )
+        if not failed_boot or index == len(accels) - 1:
+            return accel, outcome
+        if outcome.kind == "boot-timeout":
+            why = f"gave no sign of life within {boot_timeouts.get(accel, 120.0):.0f} s; killed it"
+        else:
+            last = outcome.boot_output.decode(errors="replace").strip().splitlines()[-1:]
+            why = f"QEMU ended before the guest booted (status {outcome.qemu_returncode}"
+            why += f": {last[0][:200]})" if last else ")"
+        note(f"{accel.upper()} guest {why}; falling back to {accels[index + 1].upper()}")
+    return accel, outcome
