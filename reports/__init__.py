@@ -1,0 +1,1 @@
+"""Records of a run: divergences, reproducer scripts, run records and the qualification report."""

@@ -1,0 +1,79 @@
+"""`qpconform report`: the qualification report from a run, or the comparison of two runs.
+
+Exit status 0 whatever the verdict (the pytest run is the gate); 2 when there is
+nothing to read. The verdict line is printed either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_DIR = Path("reports") / "out"
+
+
+def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the `report` subcommand (sets func=run_report)."""
+    parser = subparsers.add_parser(
+        "report",
+        help="build the qualification report (HTML + JSON) from a run, or compare two runs",
+        description=__doc__.splitlines()[0],
+        usage="qpconform report [--input DIR|RUN.json ...] [--output DIR]\n"
+        "       qpconform report --compare A.json B.json [--output DIR]",
+    )
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        default=[str(DEFAULT_DIR)],
+        metavar="PATH",
+        help="directories holding run-*.json, or run files (default: reports/out)",
+    )
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_DIR),
+        metavar="DIR",
+        help="where report.html/report.json (or compare.txt/.json) go (default: reports/out)",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A.json", "B.json"),
+        help="show what changed from run A to run B (report.json or run-*.json files)",
+    )
+    parser.set_defaults(func=run_report)
+    return parser
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Build the report (or the comparison); print where it went and the verdict line."""
+    from reports import compare, html
+
+    try:
+        if args.compare:
+            _, text = compare.write_compare(args.compare[0], args.compare[1], args.output)
+            sys.stdout.write(text)
+            print(
+                f"written: {Path(args.output) / 'compare.txt'}, "
+                f"{Path(args.output) / 'compare.json'}"
+            )
+            return 0
+        report, html_path, json_path = html.write_reports(args.input, args.output)
+    except (OSError, ValueError) as exc:
+        print(f"qpconform report: {exc}", file=sys.stderr)
+        return 2
+    print(f"written: {html_path}, {json_path}")
+    print(html.verdict_line(report))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `report` on its own (python -m reports.cli ...), before the lead wires it in."""
+    parser = argparse.ArgumentParser(prog="qpconform")
+    add_report_parser(parser.add_subparsers(dest="subcommand", required=True))
+    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

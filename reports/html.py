@@ -1,0 +1,104 @@
+"""report.html and report.json: the qualification report written from a run's records.
+
+One self-contained HTML file (inline CSS, no script, no external asset) so it can
+be mailed or kept as a CI artefact, and its JSON twin for machines and `--compare`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from reports.qualification import build_report
+from reports.run_record import find_runs, merge_runs
+
+TEMPLATES = Path(__file__).parent / "templates"
+HTML_NAME = "report.html"
+JSON_NAME = "report.json"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["when"] = _when
+    return env
+
+
+def _when(stamp: str | None) -> str:
+    """An ISO timestamp as "2026-11-01 13:41 UTC" (unchanged when it is not one)."""
+    if not stamp:
+        return "?"
+    try:
+        moment = dt.datetime.fromisoformat(stamp).astimezone(dt.UTC)
+    except ValueError:
+        return stamp
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The report page for a report dict (as built by build_report or read from report.json)."""
+    return _environment().get_template("report.html.j2").render(r=report)
+
+
+def _add_reproducer_links(report: dict[str, Any], out_dir: Path) -> None:
+    """Each reproducer as a link relative to the page, so the page and scripts move together."""
+    for entry in report["divergences"] + report["known"]:
+        path = entry.get("reproducer")
+        entry["reproducer_href"] = (
+            Path(os.path.relpath(Path(path).resolve(), out_dir.resolve())).as_posix()
+            if path
+            else None
+        )
+
+
+def run_files(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Run records named directly, or found as run-*.json in named directories."""
+    files: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            files += find_runs(p)
+        elif p.is_file():
+            files.append(p)
+    return files
+
+
+def write_reports(
+    inputs: Iterable[str | os.PathLike[str]], out_dir: str | os.PathLike[str]
+) -> tuple[dict[str, Any], Path, Path]:
+    """Merge the run records, build the report, write report.html and report.json."""
+    inputs = list(inputs)
+    files = run_files(inputs)
+    if not files:
+        where = ", ".join(map(str, inputs))
+        raise FileNotFoundError(f"no run records (run-*.json) found in {where}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report = build_report(merge_runs(files), base=files[0].parent)
+    _add_reproducer_links(report, out)
+    json_path, html_path = out / JSON_NAME, out / HTML_NAME
+    json_path.write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    html_path.write_text(render_html(report))
+    return report, html_path, json_path
+
+
+def verdict_line(report: Mapping[str, Any]) -> str:
+    """One line for a terminal: the verdict and what it rests on."""
+    v, cov = report["verdict"], report["coverage"]
+    device = report.get("device_name", "unknown device")
+    return (
+        f"qpconform verdict for {device}: {v['text'].upper()} "
+        f"({v['divergences']} divergence(s), {v['known']} known, {v['stale_quirks']} stale "
+        f"quirk(s); {v['steps']} steps; {cov['exercised']}/{cov['total']} model rules exercised)"
+    )

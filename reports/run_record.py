@@ -1,0 +1,232 @@
+"""What one run did, in a form that survives pytest-xdist and feeds every report.
+
+The checker tells a `RunRecorder` about each step it compared (aggregated, so a
+long Hypothesis run stays small) and each divergence; the plugin writes one
+`run-<worker>.json` per process at session end, and `merge_runs` folds them
+into one run for `qpconform report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+KIND = "qpconform-run"
+RESULTS = ("match", "divergence", "known")
+OUT_DIR = Path(__file__).resolve().parent / "out"
+
+StepKey = tuple[str, str, str, str | None, str]  # qp_type, verb, state_before, target, result
+
+
+def worker_id() -> str:
+    """This process's name under pytest-xdist ("gw0", ...), or "main" without it."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def run_path(out_dir: str | os.PathLike[str], worker: str | None = None) -> Path:
+    """Where a process writes its run record: <out_dir>/run-<worker>.json."""
+    return Path(out_dir) / f"run-{worker or worker_id()}.json"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def divergence_dict(d: Any) -> dict[str, Any]:
+    """A divergence record as plain JSON data (a dataclass, an object with to_dict, or a dict)."""
+    if isinstance(d, Mapping):
+        out = dict(d)
+    elif hasattr(d, "to_dict"):
+        out = dict(d.to_dict())
+    elif dataclasses.is_dataclass(d) and not isinstance(d, type):
+        out = dataclasses.asdict(d)
+    else:
+        raise TypeError(f"not a divergence record: {d!r}")
+    return json.loads(json.dumps(out, default=str))  # enums, paths... become plain JSON
+
+
+class RunRecorder:
+    """Collects one process's steps, divergences and stale quirks.
+
+    `identity` and `settings` are plain attributes: the plugin may fill them in
+    once the device is open (identity) or the options are known (settings).
+    """
+
+    def __init__(
+        self, identity: Mapping[str, Any], settings: Mapping[str, Any], worker: str | None = None
+    ) -> None:
+        self.worker = worker or worker_id()
+        self.identity: dict[str, Any] = dict(identity)
+        self.settings: dict[str, Any] = dict(settings)
+        self.started = _now()
+        self._steps: dict[StepKey, dict[str, Any]] = {}
+        self.divergences: list[dict[str, Any]] = []
+        self.stale_quirks: dict[str, str] = {}
+        self.unsupported: dict[str, str] = {}
+
+    def step(
+        self,
+        qp_type: str,
+        verb: str,
+        state_before: str,
+        target: str | None,
+        rules: Iterable[str],
+        result: str,
+    ) -> None:
+        """One compared verb: result is "match", "divergence" or "known" (a quirk)."""
+        if result not in RESULTS:
+            raise ValueError(f"result must be one of {RESULTS}, not {result!r}")
+        key = (
+            str(qp_type),
+            str(verb),
+            str(state_before),
+            None if target is None else str(target),
+            result,
+        )
+        agg = self._steps.setdefault(key, {"count": 0, "rules": {}})
+        agg["count"] += 1
+        for rule in rules:
+            rule_id = getattr(rule, "id", rule)
+            agg["rules"][rule_id] = agg["rules"].get(rule_id, 0) + 1
+
+    def divergence(self, d: Any) -> None:
+        """A divergence (known or not), kept whole for the report and the reproducer link."""
+        self.divergences.append(divergence_dict(d))
+
+    def stale_quirk(self, quirk_id: str, detail: str = "") -> None:
+        """A quirk that matched nothing in this process (merge keeps it only if none matched)."""
+        self.stale_quirks[str(quirk_id)] = detail
+
+    def qp_type_unsupported(self, qp_type: str, reason: str) -> None:
+        """The device cannot create this QP type: reported, not a divergence."""
+        self.unsupported[str(qp_type)] = reason
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON form (schema 1)."""
+        steps = [
+            {
+                "qp_type": q,
+                "verb": v,
+                "state_before": s,
+                "target": t,
+                "result": r,
+                "count": agg["count"],
+                "rules": dict(sorted(agg["rules"].items())),
+            }
+            for (q, v, s, t, r), agg in sorted(self._steps.items(), key=lambda kv: str(kv[0]))
+        ]
+        return {
+            "schema": SCHEMA,
+            "kind": KIND,
+            "workers": [self.worker],
+            "started": self.started,
+            "finished": _now(),
+            "identity": self.identity,
+            "settings": self.settings,
+            "steps": steps,
+            "divergences": self.divergences,
+            "stale_quirks": [{"id": k, "detail": v} for k, v in sorted(self.stale_quirks.items())],
+            "unsupported": dict(sorted(self.unsupported.items())),
+        }
+
+    def write(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the record (default reports/out/run-<worker>.json), atomically."""
+        target = Path(path) if path is not None else run_path(OUT_DIR, self.worker)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, target)
+        return target
+
+
+def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a run record, refusing files of another kind or a newer schema."""
+    data = json.loads(Path(path).read_text())
+    if data.get("kind") != KIND:
+        raise ValueError(f"{path}: not a qpconform run record (kind={data.get('kind')!r})")
+    if data.get("schema", 0) > SCHEMA:
+        raise ValueError(f"{path}: run schema {data['schema']} is newer than this qpconform's")
+    return data
+
+
+def _merge_dicts(first: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep the first value of a key; fill in keys a later worker knew and the first did not."""
+    out = dict(first)
+    for k, v in more.items():
+        if out.get(k) in (None, "", [], {}):
+            out[k] = v
+    return out
+
+
+def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
+    """Fold per-worker run records into one: counts summed, divergences and quirks united."""
+    runs = [load_run(p) for p in sorted(paths, key=str)]
+    if not runs:
+        raise ValueError("no run records to merge")
+    steps: dict[StepKey, dict[str, Any]] = {}
+    divergences: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    stale: dict[str, str] = {}
+    unsupported: dict[str, str] = {}
+    identity: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    workers: list[str] = []
+    for run in runs:
+        workers += run.get("workers", [])
+        identity = _merge_dicts(identity, run.get("identity", {}))
+        settings = _merge_dicts(settings, run.get("settings", {}))
+        for s in run.get("steps", []):
+            key = (s["qp_type"], s["verb"], s["state_before"], s["target"], s["result"])
+            agg = steps.setdefault(key, {"count": 0, "rules": {}})
+            agg["count"] += s["count"]
+            for rule_id, n in s["rules"].items():
+                agg["rules"][rule_id] = agg["rules"].get(rule_id, 0) + n
+        for d in run.get("divergences", []):
+            text = json.dumps(d, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
+                divergences.append(d)
+        for q in run.get("stale_quirks", []):
+            stale[q["id"]] = q.get("detail", "")
+        unsupported.update(run.get("unsupported", {}))
+    matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
+    qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
+    if qp_types:
+        settings["qp_types"] = qp_types
+    return {
+        "schema": SCHEMA,
+        "kind": KIND,
+        "workers": workers,
+        "started": min(r.get("started", "") for r in runs),
+        "finished": max(r.get("finished", "") for r in runs),
+        "identity": identity,
+        "settings": settings,
+        "steps": [
+            {
+                "qp_type": q,
+                "verb": v,
+                "state_before": s,
+                "target": t,
+                "result": r,
+                "count": agg["count"],
+                "rules": dict(sorted(agg["rules"].items())),
+            }
+            for (q, v, s, t, r), agg in sorted(steps.items(), key=lambda kv: str(kv[0]))
+        ],
+        "divergences": divergences,
+        "stale_quirks": [
+            {"id": k, "detail": v} for k, v in sorted(stale.items()) if k not in matched
+        ],
+        "unsupported": dict(sorted(unsupported.items())),
+    }
+
+
+def find_runs(directory: str | os.PathLike[str]) -> list[Path]:
+    """The run-*.json files a session left in a directory."""
+    return sorted(Path(directory).glob("run-*.json"))

@@ -1,0 +1,266 @@
+"""A fake Device for the self-tests, built on the model itself, with faults to plant.
+
+Each fake QP holds a QPModel that decides every verb and applies it, so the
+clean fake agrees with the checker by construction; a planted fault (chosen by
+name) makes it diverge the way a buggy driver would. Completions go to per-QP
+fake CQs and events to a device-wide queue, at once (no wire, no timing).
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterable, Mapping
+
+from fixtures.device_api import (
+    AsyncEvent,
+    AttrValues,
+    Completion,
+    QueryResult,
+    UnsupportedQPType,
+    VerbResult,
+)
+from models.attributes import DeviceCaps
+from models.enums import MTU, Attr, EventType, QPState, QPType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.qp import QPModel
+
+S = QPState
+
+#: Planted faults, each a bug a real driver could have.
+FAULTS: dict[str, str] = {
+    "accept_illegal_transition": "an invalid transition to RTS (e.g. INIT->RTS) is accepted",
+    "skip_required_bit_check": "a modify missing a required mask bit is accepted",
+    "misreport_state": "query reports INIT while the QP is in RTR",
+    "run_failed_post": "a refused post_send is kept and runs (completes) later",
+    "lost_flush": "one flush completion is missing when the QP enters ERR",
+    "flush_out_of_order": "the first two flushes of a queue complete swapped",
+    "duplicate_completion": "the first completion of a batch is delivered twice",
+    "event_not_raised": "SQ_DRAINED is not raised although requested",
+    "event_unasked": "SQ_DRAINED is raised although not requested",
+    "wr_run_after_reset": "WRs discarded by ->RESET complete (with flush error) afterwards",
+}
+
+
+def _errno_of(exp: Expectation) -> int:
+    return min(exp.errnos) if exp.errnos else errno.EINVAL
+
+
+class FakeQP:
+    """One fake QP: a QPModel decides, planted faults bend the result."""
+
+    def __init__(self, device: FakeDevice, qp_num: int, qp_type: QPType) -> None:
+        self.device = device
+        self.qp_num = qp_num
+        self.qp_type = QPType(qp_type)
+        self.model = QPModel(self.qp_type, device.variant, device.caps)
+        self.cq: list[Completion] = []
+        self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
+        self.recv_ids: set[int] = set()
+        self.destroyed = False
+
+    def _has(self, fault: str) -> bool:
+        return fault in self.device.faults
+
+    # ----------------------------------------------------------------------- verbs
+    def modify(self, attrs: AttrValues, mask: Attr) -> VerbResult:
+        mask = Attr(int(mask))
+        exp = self.model.modify(attrs, mask)
+        target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
+        accept, forced = exp.outcome is not Outcome.REFUSE, None
+        if not accept and target is not None:
+            illegal = ".transition.invalid." in exp.rule.id and target == S.RTS
+            if (illegal and self._has("accept_illegal_transition")) or (
+                exp.rule.id.endswith(".required") and self._has("skip_required_bit_check")
+            ):
+                accept, forced = True, target
+        before = self.model.state
+        self.model.apply(exp, accept)
+        if forced is not None:
+            self.model._enter(forced)
+        if not accept:
+            return VerbResult(False, _errno_of(exp))
+        after = self.model.state
+        self._emit(exp.completions, entering_err=after == S.ERR and before != S.ERR)
+        self._raise_events(exp, before, after, mask, attrs)
+        self._hidden_effects(before, after, exp)
+        return VerbResult(True)
+
+    def query(self) -> QueryResult:
+        state = self.model.state
+        if state == S.RTR and self._has("misreport_state"):
+            state = S.INIT
+        return QueryResult(state=state, sq_draining=self.model.draining)
+
+    def post_send(self, wr_id: int) -> VerbResult:
+        exp = self.model.post_send(wr_id)
+        accept = exp.outcome is not Outcome.REFUSE
+        self.model.apply(exp, accept)
+        if not accept:
+            if self._has("run_failed_post"):
+                self.hidden_sends.append(wr_id)
+            return VerbResult(False, _errno_of(exp))
+        self._emit(exp.completions)
+        if self.model.state == S.RTS:  # no wire: a started send completes at once
+            done = self.model.send_completed(WCStatus.SUCCESS)
+            self._emit(done.completions)
+            self._queue_events(done.events)
+        return VerbResult(True)
+
+    def post_recv(self, wr_id: int) -> VerbResult:
+        self.recv_ids.add(wr_id)
+        exp = self.model.post_recv(wr_id)
+        accept = exp.outcome is not Outcome.REFUSE
+        self.model.apply(exp, accept)
+        if not accept:
+            return VerbResult(False, _errno_of(exp))
+        self._emit(exp.completions)
+        return VerbResult(True)
+
+    def poll(self) -> list[Completion]:
+        done, self.cq = self.cq, []
+        return done
+
+    def destroy(self) -> None:
+        if not self.destroyed:
+            exp = self.model.destroy()
+            self.model.apply(exp, True)
+            self.destroyed = True
+
+    # ------------------------------------------------------------------- internals
+    def _emit(self, completions: Iterable[ExpectedCompletion], entering_err: bool = False) -> None:
+        batch = [Completion(c.wr_id, c.queue, c.status, self.qp_num) for c in completions]
+        if entering_err and batch and self._has("lost_flush"):
+            batch.pop(0)
+        if entering_err and self._has("flush_out_of_order"):
+            for queue in ("send", "recv"):
+                idx = [i for i, c in enumerate(batch) if c.queue == queue]
+                if len(idx) >= 2:
+                    batch[idx[0]], batch[idx[1]] = batch[idx[1]], batch[idx[0]]
+        if batch and self._has("duplicate_completion"):
+            batch.insert(1, batch[0])
+        self.cq.extend(batch)
+
+    def _raise_events(
+        self,
+        exp: Expectation,
+        before: QPState,
+        after: QPState,
+        mask: Attr,
+        attrs: Mapping[str, int],
+    ) -> None:
+        events = list(exp.events)
+        if self._has("event_not_raised"):
+            events = [e for e in events if e != EventType.SQ_DRAINED]
+        asked = Attr.EN_SQD_ASYNC_NOTIFY in mask and attrs.get("en_sqd_async_notify", 0)
+        if before == S.RTS and after == S.SQD and not asked and self._has("event_unasked"):
+            events.append(EventType.SQ_DRAINED)
+        self._queue_events(events)
+
+    def _queue_events(self, events: Iterable[EventType]) -> None:
+        self.device.events.extend(AsyncEvent(e, self.qp_num) for e in events)
+
+    def _hidden_effects(self, before: QPState, after: QPState, exp: Expectation) -> None:
+        if self.hidden_sends and after == S.RTS:
+            self.cq.extend(
+                Completion(w, "send", WCStatus.SUCCESS, self.qp_num) for w in self.hidden_sends
+            )
+            self.hidden_sends.clear()
+        elif self.hidden_sends and after == S.ERR:
+            self.cq.extend(
+                Completion(w, "send", WCStatus.WR_FLUSH_ERR, self.qp_num) for w in self.hidden_sends
+            )
+            self.hidden_sends.clear()
+        elif after == S.RESET:
+            self.hidden_sends.clear()
+            if self._has("wr_run_after_reset"):
+                self.cq.extend(
+                    Completion(
+                        w,
+                        "recv" if w in self.recv_ids else "send",
+                        WCStatus.WR_FLUSH_ERR,
+                        self.qp_num,
+                    )
+                    for w in sorted(exp.never_run)
+                )
+
+
+class FakeDevice:
+    """A Device whose QPs follow the model, except for the planted faults."""
+
+    def __init__(
+        self,
+        faults: Iterable[str] = (),
+        variant: str = "linux",
+        caps: DeviceCaps | None = None,
+        qp_types: Iterable[QPType] = (QPType.RC, QPType.UC, QPType.UD),
+    ) -> None:
+        self.faults = frozenset(faults)
+        unknown = self.faults - FAULTS.keys()
+        if unknown:
+            raise ValueError(f"unknown fault(s): {', '.join(sorted(unknown))}")
+        self.variant = variant
+        self.caps = caps or DeviceCaps(max_mtu=MTU.MTU_4096)
+        self.name = "fake0"
+        self.port = 1
+        self.gid_index = 1
+        self.events: list[AsyncEvent] = []
+        self._types = list(qp_types)
+        self._next_qpn = 0x11
+        self.qps: list[FakeQP] = []
+
+    def identity(self) -> dict[str, str]:
+        return {
+            "device": self.name,
+            "driver": "fake",
+            "kernel": "none",
+            "faults": ",".join(sorted(self.faults)) or "none",
+        }
+
+    def supported_qp_types(self) -> list[QPType]:
+        return list(self._types)
+
+    def create_qp(self, qp_type: QPType) -> FakeQP:
+        if QPType(qp_type) not in self._types:
+            raise UnsupportedQPType(f"{QPType(qp_type).name} unsupported by {self.name}")
+        qp = FakeQP(self, self._next_qpn, qp_type)
+        self._next_qpn += 1
+        self.qps.append(qp)
+        return qp
+
+    def valid_attrs(self, qp: FakeQP) -> dict[str, int]:
+        return {
+            "port_num": 1,
+            "pkey_index": 0,
+            "qkey": 0x11111111,
+            "qp_access_flags": 7,
+            "ah_port_num": 1,
+            "ah_sgid_index": 1,
+            "path_mtu": int(MTU.MTU_1024),
+            "dest_qp_num": qp.qp_num,
+            "rq_psn": 0,
+            "sq_psn": 0,
+            "timeout": 14,
+            "retry_cnt": 7,
+            "rnr_retry": 7,
+            "min_rnr_timer": 12,
+            "max_rd_atomic": 1,
+            "max_dest_rd_atomic": 1,
+            "en_sqd_async_notify": 1,
+            "path_mig_state": 0,
+            "alt_port_num": 1,
+            "alt_timeout": 14,
+            "rate_limit": 0,
+        }
+
+    def async_events(self, timeout: float = 0.0) -> list[AsyncEvent]:
+        found, self.events = self.events, []
+        return found
+
+    def close(self) -> None:
+        for qp in self.qps:
+            qp.destroy()
+
+    @property
+    def live(self) -> list[FakeQP]:
+        """QPs not destroyed (a leak check for the tests)."""
+        return [q for q in self.qps if not q.destroyed]

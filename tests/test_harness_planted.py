@@ -1,0 +1,189 @@
+"""Planted faults: the checker and the stateful machine must catch each one, shrunk short.
+
+Each fault of tests/fake_device.py is a bug a driver could have. For each, a
+targeted checker sequence must raise DivergenceError with the right rule, and
+QPMachine (suites/test_stateful.py) must find it by itself and shrink it to a
+few verbs, with a reproducer written for the minimal sequence. The clean fake
+(the model itself) must pass the machine: no false positives.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import py_compile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from fixtures.checker import CheckedQP, Checker, DivergenceError
+from models.enums import Attr, QPState, QPType
+from reports.divergence import DivergenceList, read_divergences
+from suites.test_stateful import MachineConfig, machine_settings, run_machine
+from tests.fake_device import FAULTS, FakeDevice
+
+S = QPState
+TYPES = [QPType.RC, QPType.UC, QPType.UD]
+FAST = MachineConfig(settle_window=0.0, must_wait=0.0)
+MAX_SHRUNK_VERBS = 6
+
+#: The rule (glob) each fault breaks.
+EXPECTED_RULE = {
+    "accept_illegal_transition": "linux.transition.invalid.*->RTS",
+    "skip_required_bit_check": "linux.transition.*.required",
+    "misreport_state": "*",  # caught by the state read back after the modify into RTR
+    "run_failed_post": "ibta.post_send.*",
+    "lost_flush": "ibta.err.flush",
+    "flush_out_of_order": "ibta.err.flush",
+    "duplicate_completion": "*",  # the rule that made the first completion due
+    "event_not_raised": "ibta.sqd.drained_event",
+    "event_unasked": "ibta.sqd.drained_event",
+    "wr_run_after_reset": "ibta.reset.discard",
+}
+EXPECTED_KIND = {
+    "accept_illegal_transition": "outcome",
+    "skip_required_bit_check": "outcome",
+    "misreport_state": "state",
+    "run_failed_post": "completion",
+    "lost_flush": "missing_completion",
+    "flush_out_of_order": "order",
+    "duplicate_completion": "completion",
+    "event_not_raised": "missing_event",
+    "event_unasked": "event",
+    "wr_run_after_reset": "completion",
+}
+
+
+def _checker(device: FakeDevice) -> Checker:
+    return Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
+                   reproducer_dir=None)
+
+
+def _drain(qp: CheckedQP, notify: bool) -> None:
+    qp.bring_to(S.RTS)
+    mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
+    attrs = qp.attrs_for(mask, S.SQD)
+    attrs["en_sqd_async_notify"] = int(notify)
+    qp.modify(attrs, mask)
+
+
+def _init_to_rts(qp: CheckedQP) -> None:
+    qp.bring_to(S.INIT)
+    attrs, mask = qp.transition_attrs(S.RTR)
+    attrs["qp_state"] = int(S.RTS)
+    qp.modify(attrs, mask)
+
+
+def _missing_pkey(qp: CheckedQP) -> None:
+    attrs, mask = qp.transition_attrs(S.INIT)
+    qp.modify(attrs, mask & ~Attr.PKEY_INDEX)
+
+
+def _post_then(*moves: QPState, recvs: int = 1, send: bool = False) -> Callable[[CheckedQP], None]:
+    def run(qp: CheckedQP) -> None:
+        if send:
+            qp.post_send()  # refused in RESET
+        qp.bring_to(S.INIT)
+        for _ in range(recvs):
+            qp.post_recv()
+        for state in moves:
+            qp.bring_to(state)
+        qp.settle()
+
+    return run
+
+
+def _flush_twice(qp: CheckedQP) -> None:
+    qp.bring_to(S.ERR)
+    qp.post_recv()
+    qp.settle()
+
+
+#: A minimal hand-written sequence that meets each fault.
+TARGETED: dict[str, Callable[[CheckedQP], None]] = {
+    "accept_illegal_transition": _init_to_rts,
+    "skip_required_bit_check": _missing_pkey,
+    "misreport_state": lambda qp: qp.bring_to(S.RTR),
+    "run_failed_post": _post_then(S.ERR, recvs=0, send=True),
+    "lost_flush": _post_then(S.ERR),
+    "flush_out_of_order": _post_then(S.ERR, recvs=2),
+    "duplicate_completion": _flush_twice,
+    "event_not_raised": lambda qp: (_drain(qp, True), qp.settle()),
+    "event_unasked": lambda qp: (_drain(qp, False), qp.settle()),
+    "wr_run_after_reset": _post_then(S.RESET),
+}
+
+
+def test_every_fault_has_a_test() -> None:
+    assert set(FAULTS) == set(TARGETED) == set(EXPECTED_RULE) == set(EXPECTED_KIND)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_targeted_sequence_catches(fault: str) -> None:
+    device = FakeDevice([fault])
+    checker = _checker(device)
+    qp = checker.open_qp(QPType.RC)
+    with pytest.raises(DivergenceError) as caught:
+        TARGETED[fault](qp)
+    record = caught.value.record
+    assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
+    assert record.kind == EXPECTED_KIND[fault]
+    checker.close()
+    assert device.live == []
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_clean_device_passes_targeted_sequence(fault: str) -> None:
+    device = FakeDevice()
+    checker = _checker(device)
+    TARGETED[fault](checker.open_qp(QPType.RC))
+    checker.close()
+    assert checker.known == []
+
+
+def _planted_settings() -> settings:
+    # derandomized: the same examples every run; a failure stops generation, so a high
+    # max_examples costs nothing when the fault is found early
+    return machine_settings(
+        max_examples=800, stateful_step_count=8, derandomize=True, database=None,
+        print_blob=False,
+    )
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_machine_finds_and_shrinks(fault: str, tmp_path: Path) -> None:
+    device = FakeDevice([fault])
+    with pytest.raises(DivergenceError) as caught:
+        run_machine(device, TYPES, config=FAST, hypothesis_settings=_planted_settings(),
+                    out_dir=tmp_path)
+    record = caught.value.record
+    assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
+    assert record.kind == EXPECTED_KIND[fault]
+    assert 1 <= record.verb_steps <= MAX_SHRUNK_VERBS, record.format()
+    # the reproducer is written for the minimal sequence and named in the message
+    assert record.reproducer is not None
+    script = Path(record.reproducer)
+    py_compile.compile(str(script), doraise=True)
+    assert f"python3 {script}" in str(caught.value)
+    for step in record.steps:
+        if "wr_id" in step:
+            assert f"'wr_id': {step['wr_id']}" in script.read_text()
+    # the record of the minimal example, and only that one, is in divergences.json
+    saved = read_divergences(tmp_path / "divergences.json")
+    assert [d["id"] for d in saved] == [record.id]
+    assert device.live == []
+
+
+def test_clean_device_passes_machine(tmp_path: Path) -> None:
+    device = FakeDevice()
+    known = run_machine(
+        device, TYPES, config=FAST, out_dir=tmp_path,
+        hypothesis_settings=machine_settings(
+            max_examples=150, stateful_step_count=8, derandomize=True, database=None
+        ),
+    )
+    assert known == []
+    assert device.live == []
+    assert not (tmp_path / "divergences.json").exists()
+    assert len(device.qps) > 150  # it really ran
