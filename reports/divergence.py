@@ -6,8 +6,8 @@ the device did, the rule (with its source) and every step that led there. The
 records of a session go to reports/out/divergences.json.
 
 xdist safety: `append_divergence` takes an exclusive fcntl lock on a sidecar
-`<file>.lock`, re-reads the JSON list, appends and atomically replaces the file,
-so any number of worker processes on one host can append to the same file.
+`<file>.lock` and appends in place, so any number of worker processes on one
+host can append to the same file, which stays a valid JSON list.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -154,19 +153,29 @@ def read_divergences(path: str | os.PathLike[str] = DIVERGENCES_JSON) -> list[di
 
 
 def append_divergence(path: str | os.PathLike[str], d: Divergence) -> None:
-    """Append one record to the JSON list at path, under an exclusive lock (xdist-safe)."""
+    """Append one record to the JSON list at path, under an exclusive lock (xdist-safe).
+
+    The list's closing bracket is overwritten in place, so an append costs the size of
+    one record, not of the whole file (runs under TCG write thousands of records).
+    """
     path = Path(path)
+    record = json.dumps(d.to_dict()).encode()
     with _locked(path):
-        records = read_divergences(path)
-        records.append(d.to_dict())
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(records, out, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if not path.exists() or path.stat().st_size == 0:
+            path.write_bytes(b"[\n" + record + b"\n]\n")
+            return
+        with open(path, "r+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            start = max(0, end - 64)
+            f.seek(start)
+            tail = f.read()
+            close = tail.rfind(b"]")
+            if close < 0:
+                raise ValueError(f"{path} is not a JSON list: remove it and rerun")
+            empty = tail[:close].rstrip().endswith(b"[") and start == 0
+            f.seek(start + close)
+            f.truncate()
+            f.write((b"" if empty else b",\n") + record + b"\n]\n")
 
 
 class DivergenceSink(Protocol):
