@@ -273,6 +273,36 @@ class PairModel:
         self._ops.pop((side, wr_id), None)
         return WireStep(side, wr_id, rule, tuple(effects), forbidden)
 
+    # ------------------------------------------------------------------ following a device
+    def follow_state(self, side: str, state: QPState) -> tuple[ExpectedCompletion, ...]:
+        """A known divergence left `side` in another state: follow it.
+
+        Entering ERR flushes what is outstanding (the completions are returned, now due);
+        any other state is just taken over.
+        """
+        qp = self.ends[side]
+        if state == qp.state:
+            return ()
+        flushed: tuple[ExpectedCompletion, ...] = ()
+        if state == S.ERR:
+            flushed = qp._flush_all()
+        qp._enter(state)
+        return flushed
+
+    def follow_drained(self, side: str) -> list[int]:
+        """The device ended an SQD drain the model still runs: its in-flight sends are held.
+
+        A device that reports the drain over while sends are outstanding treats them as
+        not started (rxe: an RNR-NAKed WQE is reset for retry and not restarted in SQD);
+        the model follows: drain over, those sends held until the SQ resumes. Returns them.
+        """
+        qp = self.ends[side]
+        held = qp.in_flight
+        for w in qp.sends:
+            w.started = False
+        qp.draining = False
+        return held
+
 
 def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:
     """The completions due on `side` from a list of wire steps, in order."""

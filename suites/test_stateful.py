@@ -14,6 +14,7 @@ the loaded Hypothesis profile (fixtures/plugin.py registers them;
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,6 +356,36 @@ def run_machine(
     return known
 
 
+class _CountingRecorder:
+    """Counts the verbs the machine ran, for the steps/s figure."""
+
+    def __init__(self, inner: StepRecorder) -> None:
+        self.inner = inner
+        self.steps = 0
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        self.steps += 1
+        self.inner.step(*args, **kwargs)
+
+    def divergence(self, d: Any) -> None:
+        self.inner.divergence(d)
+
+
+def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:
+    """Steps/s of the checked machine next to a plain pyverbs modify loop, in the same run."""
+    from fixtures.bench import modify_rate
+
+    checked = steps / elapsed if elapsed > 0 else 0.0
+    plain = modify_rate(device.name, 2.0, device.port)
+    recorder.settings["throughput"] = {
+        "stateful_steps": steps,
+        "stateful_seconds": round(elapsed, 2),
+        "stateful_steps_per_s": round(checked, 1),
+        "plain_modify_per_s": round(plain, 1),
+        "ratio_plain_to_stateful": round(plain / checked, 1) if checked else None,
+    }
+
+
 def test_qp_state_machine(
     device: Device,
     qp_types: Sequence[Any],
@@ -363,7 +394,10 @@ def test_qp_state_machine(
     run_recorder: StepRecorder,
 ) -> None:
     """Random verb sequences on the selected QP types match the model step by step."""
+    counter = _CountingRecorder(run_recorder)
+    start = time.monotonic()
     try:
-        run_machine(device, qp_types, variant, quirks, recorder=run_recorder)
+        run_machine(device, qp_types, variant, quirks, recorder=counter)
     except UnsupportedQPType as exc:
         pytest.skip(str(exc))
+    _record_throughput(device, counter.steps, time.monotonic() - start, run_recorder)

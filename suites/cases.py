@@ -1,0 +1,433 @@
+"""Deterministic conformance cases, generated from the reference model alone.
+
+No pyverbs and no device here: the cases are data, so the host self-tests can
+check that they say what the model says. Values that depend on the device's
+limits are symbolic (`Bound`) and resolved against `DeviceCaps` at run time,
+which keeps test ids stable from one device to the next.
+
+One `Group` is one pytest test; its `cases` each run on a fresh QP, so the
+extra-bit and wrong-CUR_STATE variants of a pair cost one test, not dozens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from models.attributes import PSN_LIMIT, DeviceCaps
+from models.enums import MTU, STATES, AccessFlag, Attr, QPState, QPType
+from models.table import TransitionTable, variant
+
+S = QPState
+
+ALL_QP_TYPES: tuple[QPType, ...] = tuple(QPType)
+
+SQE_SKIP = "SQE is entered only by a send error: covered by the error-handling suite"
+POST_SEND_SKIP = "post_send in {state} needs a peer: covered by the traffic suite"
+
+#: The forward path bring-up follows; SQD hangs off RTS.
+FORWARD_PATH: tuple[QPState, ...] = (S.RESET, S.INIT, S.RTR, S.RTS, S.SQD)
+
+#: Every defined mask bit that can be the "one bit too many" of an extra-bit case.
+#: STATE is always present; CUR_STATE has its own cases (it needs a cur_qp_state value).
+EXTRA_CANDIDATES: tuple[Attr, ...] = tuple(
+    bit for bit in Attr if bit not in (Attr.STATE, Attr.CUR_STATE)
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One modify (or post) to run on a fresh QP brought to `cur`."""
+
+    id: str
+    qp_type: QPType
+    cur: QPState
+    nxt: QPState
+    kind: str
+    mask: Attr
+    attrs: tuple[tuple[str, int | Bound], ...] = ()
+    bit: Attr | None = None
+    in_range: bool | None = None  # attribute cases: is the value inside the IBTA range?
+
+    def overrides(self, caps: DeviceCaps) -> dict[str, int]:
+        """Attribute values of this case with device bounds resolved (ValueError if unfit)."""
+        return {name: resolve(name, v, caps) for name, v in self.attrs}
+
+    def unfit_reason(self, caps: DeviceCaps) -> str | None:
+        """Why this case cannot be expressed on a device with these caps (None: it can)."""
+        for name, v in self.attrs:
+            try:
+                resolve(name, v, caps)
+            except ValueError as exc:
+                return str(exc)
+        return None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One pytest test: one or more cases of one feature, one QP type, one state pair."""
+
+    id: str
+    feature: str  # "transitions" | "attributes" | "post rules"
+    qp_type: QPType
+    cur: QPState
+    nxt: QPState | None
+    cases: tuple[Case, ...]
+    skip: str | None = None
+
+    @property
+    def transition(self) -> str:
+        """Report label: "RTR->RTS", or the state alone for post cases."""
+        return f"{self.cur.name}->{self.nxt.name}" if self.nxt is not None else self.cur.name
+
+
+# --------------------------------------------------------------------------- bounds
+@dataclass(frozen=True)
+class Bound:
+    """A value relative to a device limit, e.g. Bound("phys_port_cnt", 1) = ports + 1."""
+
+    cap: str
+    offset: int = 0
+
+    def __str__(self) -> str:
+        if not self.offset:
+            return self.cap
+        return f"{self.cap}{self.offset:+d}"
+
+
+#: C width of each attribute as pyverbs stores it (struct ibv_qp_attr / ibv_ah_attr).
+FIELD_BITS: dict[str, int] = {
+    "qp_state": 32,
+    "cur_qp_state": 32,
+    "path_mtu": 32,
+    "qkey": 32,
+    "rq_psn": 32,
+    "sq_psn": 32,
+    "dest_qp_num": 32,
+    "qp_access_flags": 32,
+    "pkey_index": 16,
+    "port_num": 8,
+    "ah_port_num": 8,
+    "ah_sgid_index": 8,
+    "timeout": 8,
+    "retry_cnt": 8,
+    "rnr_retry": 8,
+    "min_rnr_timer": 8,
+    "max_rd_atomic": 8,
+    "max_dest_rd_atomic": 8,
+    "en_sqd_async_notify": 8,
+}
+
+
+def resolve(name: str, value: int | Bound, caps: DeviceCaps) -> int:
+    """The concrete value for a device; ValueError when the C field cannot hold it."""
+    if isinstance(value, Bound):
+        concrete = int(getattr(caps, value.cap)) + value.offset
+        label = f"{value}={concrete}"
+    else:
+        concrete, label = value, str(value)
+    bits = FIELD_BITS.get(name, 32)
+    if not 0 <= concrete < (1 << bits):
+        raise ValueError(f"{name} {label} does not fit the uint{bits} C field")
+    if name == "path_mtu" and isinstance(value, Bound) and concrete > MTU.MTU_4096:
+        raise ValueError(
+            f"path_mtu {label}: max_mtu is already 4096, no ibv_mtu above it "
+            "(path_mtu 6 covers that range)"
+        )
+    return concrete
+
+
+# ------------------------------------------------------------------------- helpers
+def reachable_states(table: TransitionTable, qp_type: QPType) -> list[QPState]:
+    """States a modify walk from RESET can reach, in ABI order."""
+    seen, todo = {S.RESET}, [S.RESET]
+    while todo:
+        for nxt in table.targets(qp_type, todo.pop()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return [s for s in STATES if s in seen]
+
+
+def _pair_id(qp_type: QPType, cur: QPState, nxt: QPState) -> str:
+    return f"{qp_type.name}-{cur.name}-{nxt.name}"
+
+
+def _bit_name(bit: Attr) -> str:
+    return bit.name or str(int(bit))
+
+
+def _types(qp_types: Iterable[QPType] | None) -> tuple[QPType, ...]:
+    return ALL_QP_TYPES if qp_types is None else tuple(QPType(t) for t in qp_types)
+
+
+# --------------------------------------------------------------------- transitions
+def transition_groups(
+    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+) -> list[Group]:
+    """Every transition test for every (cur, next) pair of the 7x7 states, per QP type."""
+    table = variant(variant_name)
+    groups: list[Group] = []
+    for qp_type in _types(qp_types):
+        reachable = reachable_states(table, qp_type)
+        for cur in STATES:
+            for nxt in STATES:
+                groups.extend(_pair_groups(table, qp_type, cur, nxt, reachable))
+    return groups
+
+
+def _pair_groups(
+    table: TransitionTable,
+    qp_type: QPType,
+    cur: QPState,
+    nxt: QPState,
+    reachable: list[QPState],
+) -> list[Group]:
+    pid = _pair_id(qp_type, cur, nxt)
+
+    def group(suffix: str, cases: list[Case], skip: str | None = None) -> Group:
+        return Group(f"{pid}-{suffix}", "transitions", qp_type, cur, nxt, tuple(cases), skip)
+
+    def case(kind: str, mask: Attr, **kw: object) -> Case:
+        suffix = kw.pop("suffix", kind)
+        return Case(f"{pid}-{suffix}", qp_type, cur, nxt, kind, mask, **kw)  # type: ignore[arg-type]
+
+    if cur not in reachable:
+        reason = SQE_SKIP if cur == S.SQE else f"{cur.name} is not reachable by modify_qp"
+        return [group("all", [], reason)]
+
+    entry = table.lookup(qp_type, cur, nxt)
+    if entry is None:
+        return [group("invalid", [case("invalid", Attr.STATE)])]
+
+    exact = Attr.STATE | entry.required
+    out = [group("exact", [case("exact", exact)])]
+    for bit in entry.required:
+        out.append(
+            group(
+                f"missing-{_bit_name(bit)}",
+                [case("missing", exact & ~bit, bit=bit, suffix=f"missing-{_bit_name(bit)}")],
+            )
+        )
+    extras = [
+        case("extra", exact | bit, bit=bit, suffix=f"extra-{_bit_name(bit)}")
+        for bit in EXTRA_CANDIDATES
+        if not bit & entry.allowed
+    ]
+    if extras:
+        out.append(group("extra-bits", extras))
+    out.append(
+        group(
+            "cur-right",
+            [case("cur-right", exact | Attr.CUR_STATE, attrs=(("cur_qp_state", int(cur)),))],
+        )
+    )
+    wrong = []
+    for assumed in STATES:
+        if assumed == cur:
+            continue
+        assumed_entry = table.lookup(qp_type, assumed, nxt)
+        mask = exact | Attr.CUR_STATE
+        if assumed_entry is not None:
+            mask |= assumed_entry.required  # make the lie plausible: the assumed pair's bits
+        wrong.append(
+            case(
+                "cur-wrong",
+                mask,
+                attrs=(("cur_qp_state", int(assumed)),),
+                suffix=f"cur-wrong-{assumed.name}",
+            )
+        )
+    out.append(group("cur-wrong", wrong))
+    return out
+
+
+# ---------------------------------------------------------------------- attributes
+@dataclass(frozen=True)
+class _Boundary:
+    field: str
+    bit: Attr
+    values: tuple[tuple[int | Bound, bool], ...]  # (value, inside the IBTA range?)
+    pairs: tuple[tuple[QPState, QPState], ...] = field(default=())
+
+
+_PSN_VALUES: tuple[tuple[int | Bound, bool], ...] = ((PSN_LIMIT - 1, True), (PSN_LIMIT, False))
+_UNDEFINED_ACCESS_BIT = 1 << 30  # no ibv_access_flags value uses it
+
+BOUNDARIES: tuple[_Boundary, ...] = (
+    _Boundary("port_num", Attr.PORT, ((0, False), (Bound("phys_port_cnt", 1), False))),
+    _Boundary("ah_port_num", Attr.AV, ((0, False), (Bound("phys_port_cnt", 1), False))),
+    _Boundary("ah_sgid_index", Attr.AV, ((Bound("gid_tbl_len"), False),)),
+    _Boundary(
+        "pkey_index",
+        Attr.PKEY_INDEX,
+        ((Bound("pkey_tbl_len", -1), True), (Bound("pkey_tbl_len"), False)),
+    ),
+    _Boundary(
+        "path_mtu",
+        Attr.PATH_MTU,
+        (
+            (0, False),
+            (int(MTU.MTU_256), True),
+            (Bound("max_mtu"), True),
+            (Bound("max_mtu", 1), False),
+            (6, False),
+        ),
+    ),
+    _Boundary("timeout", Attr.TIMEOUT, ((31, True), (32, False))),
+    _Boundary("retry_cnt", Attr.RETRY_CNT, ((7, True), (8, False))),
+    _Boundary("rnr_retry", Attr.RNR_RETRY, ((7, True), (8, False))),
+    _Boundary("min_rnr_timer", Attr.MIN_RNR_TIMER, ((31, True), (32, False))),
+    _Boundary("sq_psn", Attr.SQ_PSN, _PSN_VALUES),
+    _Boundary("rq_psn", Attr.RQ_PSN, _PSN_VALUES),
+    _Boundary("dest_qp_num", Attr.DEST_QPN, _PSN_VALUES),
+    _Boundary(
+        "max_rd_atomic",
+        Attr.MAX_QP_RD_ATOMIC,
+        ((Bound("max_qp_init_rd_atom"), True), (Bound("max_qp_init_rd_atom", 1), False)),
+    ),
+    _Boundary(
+        "max_dest_rd_atomic",
+        Attr.MAX_DEST_RD_ATOMIC,
+        ((Bound("max_qp_rd_atom"), True), (Bound("max_qp_rd_atom", 1), False)),
+    ),
+    _Boundary(
+        "qp_access_flags",
+        Attr.ACCESS_FLAGS,
+        ((int(AccessFlag(15)), True), (_UNDEFINED_ACCESS_BIT, False)),
+    ),
+    _Boundary("qp_state", Attr.STATE, ((7, False),), ((S.RESET, S.INIT),)),
+    _Boundary("cur_qp_state", Attr.CUR_STATE, ((7, False),)),
+)
+
+#: Where a boundary is tried: the first pair (in this order) that requires the bit, else
+#: the first that allows it. The bring-up path comes first, so the value is set where a
+#: real application sets it.
+_PAIR_PREFERENCE: tuple[tuple[QPState, QPState], ...] = (
+    (S.RESET, S.INIT),
+    (S.INIT, S.RTR),
+    (S.RTR, S.RTS),
+    (S.INIT, S.INIT),
+    (S.RTS, S.RTS),
+    (S.SQD, S.RTS),
+    (S.SQD, S.SQD),
+    (S.RTS, S.SQD),
+)
+
+#: Mask bits outside the defined set: refused before any table check.
+UNKNOWN_MASK_BITS: tuple[int, ...] = (1 << 21, 1 << 24, 1 << 26)
+
+
+def boundary_pair(
+    table: TransitionTable, qp_type: QPType, bit: Attr
+) -> tuple[QPState, QPState] | None:
+    """The state pair where a boundary for `bit` is applied for this QP type (None: nowhere)."""
+    reachable = reachable_states(table, qp_type)
+    entries = [
+        e
+        for pair in _PAIR_PREFERENCE
+        if pair[0] in reachable and (e := table.lookup(qp_type, *pair)) is not None
+    ]
+    for e in entries:
+        if bit & e.required:
+            return e.cur, e.nxt
+    for e in entries:
+        if bit & e.optional:
+            return e.cur, e.nxt
+    return None
+
+
+def _value_label(value: int | Bound) -> str:
+    if isinstance(value, Bound):
+        return str(value)
+    return hex(value) if value >= 1 << 16 else str(value)
+
+
+def attribute_groups(
+    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+) -> list[Group]:
+    """Boundary values of every value rule, each at the transition that takes the attribute."""
+    table = variant(variant_name)
+    groups: list[Group] = []
+    for qp_type in _types(qp_types):
+        for b in BOUNDARIES:
+            pair = b.pairs[0] if b.pairs else boundary_pair(table, qp_type, b.bit)
+            if pair is None:
+                continue  # the type never takes this attribute
+            cur, nxt = pair
+            entry = table.lookup(qp_type, cur, nxt)
+            assert entry is not None
+            mask = Attr.STATE | entry.required | b.bit
+            for value, in_range in b.values:
+                cid = f"{_pair_id(qp_type, cur, nxt)}-{b.field}-{_value_label(value)}"
+                case = Case(
+                    cid, qp_type, cur, nxt, "boundary", mask, ((b.field, value),), b.bit, in_range
+                )
+                groups.append(Group(cid, "attributes", qp_type, cur, nxt, (case,)))
+        entry = table.lookup(qp_type, S.RESET, S.INIT)
+        assert entry is not None
+        for raw in UNKNOWN_MASK_BITS:
+            cid = f"{_pair_id(qp_type, S.RESET, S.INIT)}-mask-bit{raw.bit_length() - 1}"
+            mask = Attr(int(Attr.STATE | entry.required) | raw)
+            case = Case(cid, qp_type, S.RESET, S.INIT, "unknown-bit", mask, (), Attr(raw), False)
+            groups.append(Group(cid, "attributes", qp_type, S.RESET, S.INIT, (case,)))
+    return groups
+
+
+# ---------------------------------------------------------------------------- posts
+POST_STATES: tuple[QPState, ...] = (S.RESET, S.INIT, S.RTR, S.RTS, S.SQD, S.SQE, S.ERR)
+
+
+def post_groups(
+    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+) -> list[Group]:
+    """post_send / post_recv in each state, and what must become of the WR afterwards."""
+    table = variant(variant_name)
+    groups: list[Group] = []
+    for qp_type in _types(qp_types):
+        reachable = reachable_states(table, qp_type)
+        for state in POST_STATES:
+            for verb in ("post_recv", "post_send"):
+                cid = f"{qp_type.name}-{state.name}-{verb}"
+                skip = None
+                if state == S.SQE:
+                    skip = SQE_SKIP
+                elif state not in reachable:
+                    skip = f"{state.name} is not reachable by modify_qp"
+                elif verb == "post_send" and state in (S.RTS, S.SQD):
+                    skip = POST_SEND_SKIP.format(state=state.name)
+                case = Case(cid, qp_type, state, state, verb, Attr(0))
+                groups.append(Group(cid, "post rules", qp_type, state, None, (case,), skip))
+    return groups
+
+
+def after_post_path(state: QPState) -> tuple[QPState, ...]:
+    """Where a QP goes after a post so the WR's fate shows: on to RTS (if before it), then ERR.
+
+    A refused WR must then never complete; an accepted one must be flushed.
+    """
+    if state == S.ERR:
+        return ()
+    if state in (S.RESET, S.INIT, S.RTR):
+        return (*forward_steps(state, S.RTS), S.ERR)
+    return (S.ERR,)
+
+
+def forward_steps(cur: QPState, target: QPState) -> tuple[QPState, ...]:
+    """The forward path states after `cur` up to `target` (both on RESET..SQD)."""
+    i, j = FORWARD_PATH.index(cur), FORWARD_PATH.index(target)
+    if j < i:
+        raise ValueError(f"{target.name} is not ahead of {cur.name} on the bring-up path")
+    return FORWARD_PATH[i + 1 : j + 1]
+
+
+def counts(groups: Iterable[Group]) -> dict[str, int]:
+    """tests / runnable tests / cases / skipped tests, for the report."""
+    groups = list(groups)
+    runnable = [g for g in groups if g.skip is None]
+    return {
+        "tests": len(groups),
+        "runnable": len(runnable),
+        "cases": sum(len(g.cases) for g in runnable),
+        "skipped": len(groups) - len(runnable),
+    }

@@ -1,0 +1,121 @@
+"""What the deterministic suites share: parametrisation from suites/cases.py and the steps
+that run one case on a fresh checked QP.
+
+No pyverbs here either: the device is reached only through the checker (fixtures/checker.py),
+which compares every step with the model and raises DivergenceError on an unknown divergence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pytest
+
+from fixtures.checker import CheckedQP, Checker, DivergenceError
+from fixtures.device_api import Device, UnsupportedQPType
+from models.attributes import DeviceCaps
+from models.enums import QPState, QPType
+from suites.cases import Case, Group
+
+
+# ------------------------------------------------------------------ parametrisation
+def collection_variant(config: pytest.Config) -> str:
+    """The model variant the session runs, known at collection (the plugin's --variant)."""
+    return str(config.getoption("variant", default=None) or "linux")
+
+
+def parametrize(metafunc: pytest.Metafunc, argname: str, groups: Iterable[Group]) -> None:
+    """Parametrise `argname` with one test per group, labelled for the reports."""
+    params = []
+    for g in groups:
+        label = {"feature": g.feature, "qp_type": g.qp_type.name, "transition": g.transition}
+        marks: list[Any] = [pytest.mark.qpconform(**label)]
+        if g.skip is not None:
+            marks.append(pytest.mark.skip(reason=g.skip))
+        params.append(pytest.param(g, id=g.id, marks=marks))
+    metafunc.parametrize(argname, params)
+
+
+def check_session(group: Group, qp_types: Sequence[QPType], variant: str, generated: str) -> None:
+    """Skip a QP type the session does not run; refuse cases generated for another variant."""
+    if variant != generated:
+        pytest.fail(
+            f"cases were generated for model variant {generated!r} but the session runs "
+            f"{variant!r}: the plugin's variant option must have dest 'variant'",
+            pytrace=False,
+        )
+    if group.qp_type not in qp_types:
+        pytest.skip(f"{group.qp_type.name} QPs are not selected or not supported by this device")
+
+
+# ------------------------------------------------------------------------- steps
+def step_to(qp: CheckedQP, nxt: QPState) -> None:
+    """One modify to nxt with valid attributes and the exactly-required mask."""
+    qp.modify(*qp.transition_attrs(nxt))
+
+
+def bring_to(qp: CheckedQP, state: QPState) -> None:
+    """Set a fresh QP up in `state` along transitions every variant allows.
+
+    ERR is reached through INIT: the shortest ibta path (RESET->ERR) is itself a case under
+    test, and a device that refuses it must not fail every ERR-from case at setup.
+    """
+    if state == QPState.ERR and qp.model.state == QPState.RESET:
+        qp.bring_to(QPState.INIT)
+        step_to(qp, QPState.ERR)
+    else:
+        qp.bring_to(state)
+
+
+def run_modify_case(qp: CheckedQP, device: Device, case: Case) -> None:
+    """Bring a fresh QP to case.cur and run the case's modify.
+
+    No settle here: run_group destroys the QP next, and CheckedQP.destroy() settles first
+    (one bounded window per case instead of two).
+    """
+    bring_to(qp, case.cur)
+    attrs = qp.attrs_for(case.mask, case.nxt)  # valid values of the mask's fields
+    attrs.update(case.overrides(device.caps))
+    qp.modify(attrs, case.mask)
+
+
+def run_group(
+    checker: Checker,
+    group: Group,
+    body: Callable[[CheckedQP, Case], None],
+    caps: DeviceCaps | None = None,
+) -> None:
+    """Run each case of a group on its own QP; fail once, listing every unknown divergence.
+
+    A divergence in one case must not hide the others, so each is caught and collected;
+    known (quirked) divergences never raise and so pass.
+    """
+    if len(group.cases) == 1 and caps is not None:
+        reason = group.cases[0].unfit_reason(caps)
+        if reason is not None:
+            pytest.skip(reason)
+    failures: list[str] = []
+    ran = 0
+    for case in group.cases:
+        if caps is not None and case.unfit_reason(caps) is not None:
+            continue
+        try:
+            qp = checker.open_qp(case.qp_type)
+        except UnsupportedQPType as exc:
+            pytest.skip(f"{case.qp_type.name}: {exc}")
+        ran += 1
+        try:
+            body(qp, case)
+        except DivergenceError as exc:
+            failures.append(f"{case.id}: {exc}")
+        finally:
+            try:
+                qp.destroy()
+            except DivergenceError as exc:
+                failures.append(f"{case.id} (destroy): {exc}")
+    if failures:
+        pytest.fail(
+            f"{len(failures)} of {ran} cases diverged from the model:\n" + "\n".join(failures),
+            pytrace=False,
+        )

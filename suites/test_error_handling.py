@@ -1,0 +1,185 @@
+"""ERR and RESET on connected pairs: flushes, automatic errors, discards and recovery.
+
+Every step goes through PairHarness, which compares completions (status, order,
+exactly once), async events and both QP states with models/pair.py. A divergence
+covered by the device's quirk file is recorded as known and the harness follows
+the device; any other fails the test with the divergence record. Every record
+goes to reports/out/divergences.json and the run record.
+"""
+
+import pytest
+
+from models.enums import QPState, QPType
+from models.pair import Fault, Op, WireSettings
+
+pytest_plugins = ["fixtures.traffic"]  # make_pair, traffic_devices (until plugin.py loads it)
+S = QPState
+ALL = [QPType.RC, QPType.UC, QPType.UD]
+#: RC sends wait (RNR, infinite retry) until the peer posts a receive: outstanding for sure.
+HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
+
+
+def _outstanding_sends(h, side: str = "a", n: int = 3) -> list[int]:
+    """Sends that are posted and not completed: held in SQD (the same for every type)."""
+    h.modify(side, S.SQD)
+    return [h.post_send(side) for _ in range(n)]
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_err_by_modify_flushes_everything_in_order(make_pair, qp_type):
+    h = make_pair(qp_type)
+    for _ in range(3):
+        h.post_recv("a")
+    _outstanding_sends(h)
+    h.modify("a", S.ERR)  # sends then receives, each in posting order, exactly once
+    h.quiet()
+
+
+def test_err_by_modify_flushes_rc_sends_in_flight(make_pair):
+    h = make_pair(QPType.RC, HOLD)
+    h.post_recv("a")
+    h.post_send("a")  # RNR-blocked: in flight
+    h.post_send("a")
+    h.modify("a", S.ERR)
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_sends_posted_in_err_flush(make_pair, qp_type):
+    h = make_pair(qp_type)
+    h.modify("a", S.ERR)
+    h.post_send("a")
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_receives_posted_in_err_flush(make_pair, qp_type):
+    h = make_pair(qp_type)
+    h.modify("a", S.ERR)
+    h.post_recv("a")
+    h.post_recv("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("peer_state", [S.RESET, S.INIT, S.ERR], ids=lambda s: s.name)
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_send_to_peer_not_receiving(make_pair, qp_type, peer_state):
+    """RC: RETRY_EXC_ERR then ERR and flush; UD/UC: dropped, SUCCESS."""
+    h = make_pair(qp_type)
+    h.post_recv("a")
+    if peer_state == S.INIT:
+        h.modify("b", S.RESET)
+        h.modify("b", S.INIT)
+    else:
+        h.modify("b", peer_state)
+    h.post_send("a")
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_send_to_destroyed_peer(make_pair, qp_type):
+    h = make_pair(qp_type)
+    h.destroy("b")
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_receiver_not_ready(make_pair, qp_type):
+    """RC: RNR_RETRY_EXC_ERR (rnr_retry=1) then ERR; UD/UC: silently dropped."""
+    h = make_pair(qp_type)
+    h.post_recv("a")
+    h.post_send("a")
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_bad_rkey(make_pair, qp_type):
+    """RC: REM_ACCESS_ERR, requester ERR; responder ERR with QP_ACCESS_ERR. UC: dropped."""
+    h = make_pair(qp_type)
+    h.post_recv("b")
+    h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_good_rdma_write(make_pair, qp_type):
+    h = make_pair(qp_type)
+    h.post_recv("b")
+    h.post_send("a", Op.RDMA_WRITE)
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_bad_lkey(make_pair, qp_type):
+    """LOC_PROT_ERR; RC -> ERR with flush, UD/UC -> SQE (receives keep working)."""
+    h = make_pair(qp_type)
+    h.post_recv("a")
+    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_sqe_receives_keep_working_and_rts_recovers(make_pair, qp_type):
+    h = make_pair(qp_type)
+    h.post_recv("a")
+    h.post_send("a", fault=Fault.BAD_LKEY)  # -> SQE
+    h.post_send("b")  # consumes a's receive (C10-38)
+    h.post_recv("a")
+    h.modify("a", S.RTS)  # SQE -> RTS
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()
+
+
+def _load(h, state: QPState) -> None:
+    """Outstanding receives (and held sends where possible) before the RESET."""
+    if state != S.RESET:
+        h.post_recv("a")
+        h.post_recv("a")
+    if state == S.SQD:
+        h.post_send("a")
+        h.post_send("a")
+
+
+@pytest.mark.parametrize(
+    "state", [S.RESET, S.INIT, S.RTR, S.RTS, S.SQD, S.ERR], ids=lambda s: s.name
+)
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_reset_discards_and_the_qp_comes_back(make_pair, qp_type, state):
+    h = make_pair(qp_type, connect=False)
+    if state in (S.RTS, S.SQD, S.ERR):
+        h.connect()
+    if state in (S.INIT, S.RTR):
+        h.bring_up("b", S.RTS)
+        h.bring_up("a", state)
+    if state == S.SQD:
+        h.modify("a", S.SQD)
+    if state == S.ERR:
+        h.modify("a", S.ERR)
+    _load(h, state)
+    h.modify("a", S.RESET)
+    h.quiet()  # nothing discarded may complete or run
+    h.bring_up("a", S.RTS)
+    h.post_recv("b")
+    h.post_recv("a")
+    h.post_send("a")
+    h.post_send("b")
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC], ids=lambda t: t.name)
+def test_reset_discards_rc_send_in_flight(make_pair, qp_type):
+    h = make_pair(qp_type, HOLD)
+    h.post_send("a")  # RNR-blocked in flight
+    h.modify("a", S.RESET)
+    h.post_recv("b")  # would let the discarded send through if it still existed
+    h.quiet()
+    h.bring_up("a", S.RTS)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()

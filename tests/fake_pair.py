@@ -1,0 +1,174 @@
+"""A fake connected QP pair for self-tests: a correct device, or one with a planted fault.
+
+The fake behaves exactly as PairModel says (it runs its own PairModel), so a
+harness over an unfaulted fake must find nothing; each planted fault breaks one
+promise (a flush lost or out of order, a completion twice, SQ_DRAINED missing or
+unasked, a discarded WR run after RESET) and the harness must catch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fixtures.device_api import AsyncEvent, Completion, QueryResult, VerbResult
+from fixtures.traffic import FAST, connect_values
+from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.pair import Fault, Op, PairModel, WireSettings
+
+FAULTS = (
+    "lost_flush",
+    "flush_out_of_order",
+    "duplicate_completion",
+    "event_missing",
+    "event_unasked",
+    "run_after_reset",
+)
+
+
+class FakeEnd:
+    """One end of the fake pair (the PairEnd protocol)."""
+
+    def __init__(self, pair: FakePair, side: str, qp_num: int) -> None:
+        self.pair, self.side, self.qp_num = pair, side, qp_num
+        self.closed = False
+        self.cq: list[Completion] = []
+        self.async_events: list[EventType] = []
+
+    def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
+        """Accept or refuse as the model says; effects happen at once."""
+        model = self.pair.model
+        qp = model.qp(self.side)
+        before_sends, before_recvs = qp.outstanding_sends, list(qp.recvs)
+        notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
+        was = qp.state
+        exp = model.modify(self.side, attrs, mask)
+        ok = exp.outcome is not Outcome.REFUSE
+        model.apply(self.side, exp, ok)
+        if not ok:
+            return VerbResult(False, 22, "refused by the fake")
+        self.pair.emit(self.side, exp)
+        nxt = QPState(attrs["qp_state"]) if Attr.STATE in mask else was
+        fault = self.pair.fault
+        if fault == "event_unasked" and was == QPState.RTS and nxt == QPState.SQD and not notify:
+            self.async_events.append(EventType.SQ_DRAINED)
+        if fault == "run_after_reset" and nxt == QPState.RESET:
+            self.pair.zombies[self.side] += [(w, "send") for w in before_sends]
+            self.pair.zombies[self.side] += [(w, "recv") for w in before_recvs]
+        self.pair.run_wire()
+        return VerbResult(True)
+
+    def query(self) -> QueryResult:
+        """The fake's state and sq_draining."""
+        qp = self.pair.model.qp(self.side)
+        return QueryResult(qp.state, qp.draining if qp.state == QPState.SQD else None)
+
+    def post_send(self, wr_id: int, op: Op, fault: Fault) -> VerbResult:
+        """Post through the fake's model."""
+        exp = self.pair.model.post_send(self.side, wr_id, op, fault)
+        return self._post(exp)
+
+    def post_recv(self, wr_id: int) -> VerbResult:
+        """Post through the fake's model."""
+        return self._post(self.pair.model.post_recv(self.side, wr_id))
+
+    def _post(self, exp: Expectation) -> VerbResult:
+        ok = exp.outcome is not Outcome.REFUSE
+        self.pair.model.apply(self.side, exp, ok)
+        if ok:
+            self.pair.emit(self.side, exp)
+            self.pair.run_wire()
+        return VerbResult(ok, None if ok else 22)
+
+    def poll(self) -> list[Completion]:
+        """Everything queued on both CQs (and any zombie WR planted to run after RESET)."""
+        zombies = self.pair.zombies[self.side]
+        if zombies and self.pair.model.qp(self.side).state == QPState.RTS:
+            self.cq += [Completion(w, q, WCStatus.SUCCESS, self.qp_num) for w, q in zombies]
+            zombies.clear()
+        out, self.cq = self.cq, []
+        return out
+
+    def events(self, timeout: float) -> list[AsyncEvent]:
+        """Queued async events (the fake never blocks)."""
+        out = [AsyncEvent(e, self.qp_num) for e in self.async_events]
+        self.async_events = []
+        return out
+
+    def destroy(self) -> None:
+        """Destroy through the fake's model."""
+        if not self.closed:
+            exp = self.pair.model.destroy(self.side)
+            self.pair.model.apply(self.side, exp, True)
+            self.closed = True
+
+
+class FakePair:
+    """Two fake QPs of one type; `fault` plants one of FAULTS."""
+
+    def __init__(
+        self, qp_type: QPType, fault: str | None = None, settings: WireSettings = FAST
+    ) -> None:
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown planted fault {fault!r}")
+        self.qp_type = QPType(qp_type)
+        self.fault = fault
+        self.settings = settings
+        self.identity = {"device": "fake", "fault": fault or "none"}
+        self.model = PairModel(self.qp_type, settings=settings)
+        self._qpn = 100
+        self.ends = {s: self._new_end(s) for s in ("a", "b")}
+        self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
+
+    def _new_end(self, side: str) -> FakeEnd:
+        self._qpn += 1
+        return FakeEnd(self, side, self._qpn)
+
+    def end(self, side: str) -> FakeEnd:
+        """The end on `side`."""
+        return self.ends[side]
+
+    def values(self, side: str) -> dict[str, int]:
+        """Valid connect attributes (the fake checks nothing beyond the model)."""
+        peer = self.ends["b" if side == "a" else "a"]
+        return connect_values(self.qp_type, 1, 0, 3, peer.qp_num, self.settings)
+
+    def recreate(self, side: str) -> None:
+        """A fresh fake QP in RESET."""
+        self.ends[side] = self._new_end(side)
+        self.model.recreate(side)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # ------------------------------------------------------------------ behaviour
+    def emit(self, side: str, exp: Expectation) -> None:
+        """Queue exp's completions and events on `side`, bent by the planted fault."""
+        end = self.ends[side]
+        done = list(exp.completions)
+        flushes = [c for c in done if c.status == WCStatus.WR_FLUSH_ERR]
+        if exp.verb == "modify" and len(flushes) >= 2:
+            if self.fault == "lost_flush":
+                done.remove(flushes[-1])
+            elif self.fault == "flush_out_of_order":
+                same_q = [c for c in flushes if c.queue == flushes[0].queue]
+                if len(same_q) >= 2:
+                    i, j = done.index(same_q[0]), done.index(same_q[1])
+                    done[i], done[j] = done[j], done[i]
+        for c in done:
+            end.cq.append(_wc(c, end.qp_num))
+            if self.fault == "duplicate_completion" and c.status == WCStatus.SUCCESS:
+                end.cq.append(_wc(c, end.qp_num))
+        for e in exp.events:
+            if not (self.fault == "event_missing" and e == EventType.SQ_DRAINED):
+                end.async_events.append(e)
+
+    def run_wire(self) -> None:
+        """Let the wire finish every send it can (the fake is instantaneous)."""
+        for step in self.model.progress():
+            for side, exp in step.effects:
+                self.emit(side, exp)
+
+
+def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
+    return Completion(c.wr_id, c.queue, c.status, qp_num)

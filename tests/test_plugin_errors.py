@@ -1,0 +1,242 @@
+"""The plugin's usage errors: one clear line and exit status 4, never a traceback.
+
+Each case runs pytest in a subprocess on a tiny project whose suites/ holds a
+device test, with pyverbs either blocked (as on a host without rdma-core) or
+replaced by a small fake package written here (never a device in suites/).
+"""
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SUITE_TEST = """
+def test_needs_device(device, qp_types):
+    assert device.name == "rxe0"
+    assert [t.name for t in qp_types] == ["RC", "UD"]
+"""
+
+HOST_TEST = """
+def test_host():
+    assert True
+"""
+
+BLOCKED = "raise ImportError('pyverbs blocked for this test')\n"
+
+FAKE = {
+    "__init__.py": "",
+    "pyverbs_error.py": """
+        class PyverbsError(Exception):
+            pass
+
+        class PyverbsRDMAError(PyverbsError):
+            def __init__(self, msg, error_code=-1):
+                super().__init__(msg)
+                self.error_code = error_code
+    """,
+    "device.py": """
+        import os
+        from types import SimpleNamespace as NS
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+
+        PORT_STATE = int(os.environ.get("FAKE_PORT_STATE", "4"))
+
+        def get_device_list():
+            return [NS(name=b"rxe0"), NS(name=b"rxe1")]
+
+        class GID:
+            def __init__(self, text):
+                self.gid = text
+
+        class Context:
+            def __init__(self, name):
+                self.name = name
+
+            def query_device(self):
+                return NS(phys_port_cnt=1, max_qp_rd_atom=128, max_qp_init_rd_atom=128,
+                          vendor_id=0xFFFFFF, vendor_part_id=0, fw_version="0.0.0",
+                          node_guid="0000:0000:0000:0001")
+
+            def query_port(self, port):
+                if port != 1:
+                    raise PyverbsRDMAError("no such port", 22)
+                return NS(state=PORT_STATE, max_mtu=5, active_mtu=3, gid_tbl_len=2,
+                          pkey_tbl_len=1, link_layer=2, lid=0)
+
+            def query_gid(self, port, index):
+                return GID("fe80:0000:0000:0000:0000:0000:0000:0001" if index == 0 else
+                           "0000:0000:0000:0000:0000:0000:0000:0000")
+
+            def query_gid_type(self, port, index):
+                return 1
+
+            def close(self):
+                pass
+    """,
+    "pd.py": """
+        class PD:
+            def __init__(self, ctx):
+                pass
+
+            def close(self):
+                pass
+    """,
+    "mr.py": """
+        class MR:
+            buf, lkey = 0, 0
+
+            def __init__(self, pd, length, access):
+                pass
+
+            def close(self):
+                pass
+    """,
+    "cq.py": """
+        class CQ:
+            def __init__(self, *args):
+                pass
+
+            def close(self):
+                pass
+    """,
+    "qp.py": """
+        from pyverbs.pyverbs_error import PyverbsRDMAError
+
+        class QPCap:
+            def __init__(self, **kw):
+                pass
+
+        class QPInitAttr:
+            def __init__(self, qp_type, **kw):
+                self.qp_type = qp_type
+
+        class QP:
+            count = 0
+
+            def __init__(self, pd, init):
+                if init.qp_type not in (2, 4):  # RC and UD only
+                    raise PyverbsRDMAError("Failed to create QP", 95)
+                QP.count += 1
+                self.qp_num = QP.count
+
+            def close(self):
+                pass
+    """,
+    "addr.py": "",
+    "wr.py": "",
+}
+
+
+def _project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('pytest_plugins = ["fixtures.plugin"]\n')
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "test_suite.py").write_text(SUITE_TEST)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_host.py").write_text(HOST_TEST)
+
+
+def _pyverbs(pytester: pytest.Pytester, fake: bool) -> Path:
+    pkg = pytester.path / "libs" / "pyverbs"
+    pkg.mkdir(parents=True)
+    files = FAKE if fake else {"__init__.py": BLOCKED}
+    for name, text in files.items():
+        (pkg / name).write_text(textwrap.dedent(text))
+    return pkg.parent
+
+
+def _run(
+    pytester: pytest.Pytester, *args: str, fake: bool = False, port_state: int = 4
+) -> pytest.RunResult:
+    _project(pytester)
+    libs = _pyverbs(pytester, fake)
+    pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(libs), str(ROOT)]))
+    pytester._monkeypatch.setenv("FAKE_PORT_STATE", str(port_state))
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def _usage_error(result: pytest.RunResult, message: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    output = result.stdout.str() + result.stderr.str()
+    assert message in output
+    assert "Traceback" not in output
+
+
+def test_suites_without_device_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites")
+    _usage_error(
+        result,
+        "qpconform: --device is required to run the conformance suites "
+        "(available: pyverbs not installed)",
+    )
+
+
+def test_suites_without_device_lists_devices(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", fake=True)
+    _usage_error(
+        result, "--device is required to run the conformance suites (available: rxe0, rxe1)"
+    )
+
+
+def test_selected_suite_file_without_device(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites/test_suite.py::test_needs_device", fake=True)
+    _usage_error(result, "--device is required")
+
+
+def test_missing_pyverbs(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe9")
+    _usage_error(result, "pyverbs is not installed: apt-get install python3-pyverbs")
+
+
+def test_unknown_device(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe9", fake=True)
+    _usage_error(result, "unknown RDMA device 'rxe9' (available: rxe0, rxe1)")
+
+
+def test_port_not_active(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True, port_state=1)
+    _usage_error(result, "rxe0 has no ACTIVE port (ports: 1 (DOWN))")
+
+
+def test_explicit_port_missing(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--port", "2", fake=True)
+    _usage_error(result, "rxe0 has no port 2 (ports: 1 (ACTIVE))")
+
+
+def test_bad_gid_index(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--gid-index", "1", fake=True)
+    _usage_error(result, "GID index 1 of port 1 is not usable (usable: 0 (fe80:")
+
+
+def test_missing_quirks_file(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--quirks", "nope.toml", fake=True)
+    _usage_error(result, "--quirks file 'nope.toml' does not exist")
+
+
+def test_host_tests_need_no_device(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "tests")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+
+
+def test_device_run_reports_untested_qp_types(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*qpconform: rxe0 (rdma_rxe) port 1 gid_index 0*",
+            "*QP types not tested*",
+            "RAW_PACKET: RAW_PACKET unsupported by rxe0: create -> EOPNOTSUPP*",
+        ]
+    )
+
+
+def test_requested_unsupported_type_only_skips(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--qp-type", "UC", "-rs", fake=True)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no selected QP type is supported: UC unsupported by rxe0*"])

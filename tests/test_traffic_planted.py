@@ -1,0 +1,228 @@
+"""Self-tests of the traffic harness: a clean fake pair passes, every planted fault is caught."""
+
+import pytest
+
+from fixtures.traffic import PairDivergence, PairHarness
+from models.enums import Attr, QPState, QPType
+from models.pair import Fault, Op
+from tests.fake_pair import FakePair
+
+S = QPState
+ALL = [QPType.RC, QPType.UC, QPType.UD]
+
+
+def _harness(qp_type: QPType, fault: str | None = None) -> PairHarness:
+    h = PairHarness(FakePair(qp_type, fault), sink=None, time_scale=0.01)
+    h.connect()
+    return h
+
+
+def _flush(h: PairHarness) -> None:
+    for _ in range(3):
+        h.post_recv("a")
+    h.modify("a", S.ERR)
+
+
+def _duplicate(h: PairHarness) -> None:
+    h.post_recv("b")
+    h.post_send("a")
+
+
+def _drain_notify(h: PairHarness) -> None:
+    h.modify("a", S.SQD, {"en_sqd_async_notify": 1}, Attr.EN_SQD_ASYNC_NOTIFY)
+
+
+def _drain_silent(h: PairHarness) -> None:
+    h.modify("a", S.SQD)
+
+
+def _reset_then_up(h: PairHarness) -> None:
+    h.post_recv("a")
+    h.post_recv("a")
+    h.modify("a", S.RESET)
+    h.bring_up("a")
+    h.quiet(0.01)
+
+
+def _everything(h: PairHarness) -> None:
+    """A tour of every rule: traffic, faults, ERR, RESET, SQD, destroy."""
+    qp_type = h.dev.qp_type
+    h.post_recv("b")
+    h.post_send("a")
+    h.post_send("a")  # no receive: RC RNR-exhausted, UD/UC dropped
+    h.modify("a", S.RESET)
+    h.modify("b", S.RESET)
+    h.connect()
+    if qp_type != QPType.UD:
+        h.post_send("a", Op.RDMA_WRITE)
+        h.post_recv("b")
+        h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+        for side in "ab":
+            h.modify(side, S.RESET)
+        h.connect()
+    h.post_recv("a")
+    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post_send("a")
+    if qp_type != QPType.RC:
+        h.post_send("b")
+        h.modify("a", S.RTS)  # SQE -> RTS
+    else:
+        h.modify("a", S.RESET)
+        h.bring_up("a")
+    _drain_notify(h)
+    h.post_send("a")
+    h.post_recv("b")
+    h.modify("a", S.SQD, {"qkey": 1} if qp_type == QPType.UD else {}, Attr(0))
+    h.modify("a", S.RTS)
+    h.modify("b", S.ERR)
+    h.post_send("a")
+    h.post_recv("b")
+    h.destroy("b")
+    h.post_send("a")
+    h.recreate("b")
+    h.quiet(0.01)
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "scenario", [_flush, _duplicate, _drain_notify, _drain_silent, _reset_then_up, _everything]
+)
+def test_clean_fake_has_no_divergence(qp_type, scenario):
+    h = _harness(qp_type)
+    scenario(h)
+    h.quiet(0.01)
+    assert h.known == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "scenario", "kind", "rule"),
+    [
+        ("lost_flush", _flush, "missing_completion", "ibta.err.flush"),
+        ("flush_out_of_order", _flush, "order", "ibta.err.flush"),
+        ("duplicate_completion", _duplicate, "completion", "pair.completion.unexpected"),
+        ("event_missing", _drain_notify, "missing_event", "ibta.sqd.drained_event"),
+        ("event_unasked", _drain_silent, "event", "ibta.sqd.drained_event"),
+        ("run_after_reset", _reset_then_up, "completion", "ibta.reset.discard"),
+    ],
+)
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_planted_fault_is_caught(qp_type, fault, scenario, kind, rule):
+    h = _harness(qp_type, fault)
+    with pytest.raises(PairDivergence) as caught:
+        scenario(h)
+        h.quiet(0.01)
+    assert caught.value.record.kind == kind
+    assert caught.value.record.rule_id == rule
+
+
+_QUIRK = """
+[[quirk]]
+id = "fake.sq_drained_unasked"
+rule = "ibta.sqd.drained_event"
+observed = "event=SQ_DRAINED"
+reason = "planted"
+evidence = ["tests/fake_pair.py event_unasked"]
+"""
+
+
+def test_quirk_makes_a_divergence_known_and_it_is_recorded():
+    from fixtures.quirks import Quirks
+    from reports.divergence import DivergenceList
+    from reports.run_record import RunRecorder
+
+    quirks = Quirks.from_toml(_QUIRK, "fake")
+    sink = DivergenceList()
+    recorder = RunRecorder({"device": "fake"}, {})
+    h = PairHarness(
+        FakePair(QPType.RC, "event_unasked"),
+        quirks=quirks,
+        recorder=recorder,
+        sink=sink,
+        time_scale=0.01,
+    )
+    h.connect()
+    _drain_silent(h)
+    h.modify("a", S.RTS)
+    h.quiet(0.01)
+    assert [(d.kind, d.known_quirk) for d in h.known] == [("event", "fake.sq_drained_unasked")]
+    assert [d.known_quirk for d in sink.items] == ["fake.sq_drained_unasked"]
+    assert quirks.stale() == []
+    run = recorder.to_dict()
+    assert run["divergences"][0]["known_quirk"] == "fake.sq_drained_unasked"
+    results = {(s["verb"], s["state_before"], s["result"]) for s in run["steps"]}
+    assert ("modify", "RTS", "known") in results  # the RTS->SQD step that diverged
+    assert ("modify", "SQD", "match") in results
+    drain = [s for s in run["steps"] if "ibta.sqd.drained_event" in s["rules"]]
+    assert drain, "drain steps carry the ibta.sqd.* rule (report feature 'drain')"
+
+
+def test_unknown_divergence_fails_with_the_readable_record():
+    from reports.divergence import DivergenceList
+
+    sink = DivergenceList()
+    h = PairHarness(FakePair(QPType.RC, "lost_flush"), sink=sink, time_scale=0.01)
+    h.connect()
+    with pytest.raises(PairDivergence) as caught:
+        _flush(h)
+    text = str(caught.value)
+    assert text.startswith("QP divergence (unknown): RC in ")
+    assert "rule     : ibta.err.flush" in text
+    assert sink.items and sink.items[0].known_quirk is None
+
+
+def test_known_missing_completion_is_excused_if_it_comes_late():
+    """A quirk-covered missing completion is not "unexpected" when it finally arrives."""
+    from fixtures.quirks import Quirks
+
+    quirks = Quirks.from_toml(
+        '[[quirk]]\nid = "late"\nrule = "ibta.err.flush"\nobserved = "missing_completion"\n'
+        'reason = "r"\nevidence = ["e"]\n'
+    )
+    pair = FakePair(QPType.RC, "lost_flush")
+    h = PairHarness(pair, quirks=quirks, sink=None, time_scale=0.01)
+    h.connect()
+    _flush(h)
+    assert h.desynced and [d.kind for d in h.known] == ["missing_completion"]
+    lost = next(iter(h.books["a"].excused))
+    from fixtures.device_api import Completion
+    from models.enums import WCStatus
+
+    pair.end("a").cq.append(Completion(lost, "recv", WCStatus.WR_FLUSH_ERR, 0))
+    h.quiet(0.01)
+    h.resync()
+    assert not h.desynced
+
+
+def test_unknown_fault_name_is_refused():
+    with pytest.raises(ValueError):
+        FakePair(QPType.RC, "no_such_fault")
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_state_machine_finds_nothing_on_a_clean_fake(qp_type):
+    from hypothesis import settings
+
+    from suites.test_traffic_stateful import machine_for
+
+    def make() -> PairHarness:
+        return PairHarness(FakePair(qp_type), sink=None, time_scale=0.01)
+
+    machine = machine_for(qp_type, make)
+    machine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None)
+    machine.TestCase().runTest()
+
+
+def test_state_machine_catches_a_planted_fault():
+    from hypothesis import settings
+
+    from suites.test_traffic_stateful import machine_for
+
+    def make() -> PairHarness:
+        return PairHarness(FakePair(QPType.RC, "lost_flush"), sink=None, time_scale=0.01)
+
+    machine = machine_for(QPType.RC, make)
+    machine.TestCase.settings = settings(
+        max_examples=200, stateful_step_count=30, deadline=None, derandomize=True, database=None
+    )
+    with pytest.raises(PairDivergence):
+        machine.TestCase().runTest()
