@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from models import pair as pair_rules_module
 from models import rules as model_rules_module
 from models import uverbs
 from models.attributes import PSN_MASKED, VALUE_RULES
@@ -89,9 +90,10 @@ def rule_group(rule_id: str) -> str:
         return "attribute values"
     if rule_id.startswith(("ibta.post_send.", "ibta.post_recv.", "ibta.sqd.hold")):
         return "post rules"
-    if rule_id.startswith("ibta.sqd."):
+    if rule_id.startswith(("ibta.sqd.", "pair.sqd.")):
         return "drain"
-    if rule_id.startswith(("ibta.err.", "ibta.sqe.")):
+    if rule_id.startswith(("ibta.err.", "ibta.sqe.", "pair.rc.", "pair.uc.", "pair.bad_",
+                           "pair.unreliable.", "pair.completion_error.")):
         return "error handling"
     if rule_id.startswith(("uverbs.", "linux.cur_state.")):
         return "modify checks"
@@ -151,9 +153,10 @@ def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str
         for value in vars(uverbs).values():
             if isinstance(value, Rule):
                 add(value)
-    for value in vars(model_rules_module).values():
-        if isinstance(value, Rule):
-            add(value)
+    for module in (model_rules_module, pair_rules_module):
+        for value in vars(module).values():
+            if isinstance(value, Rule):
+                add(value)
     for q in types:
         for verb in POST_VERBS:
             for state in STATES:

@@ -42,6 +42,9 @@ else
     status=$?
 fi
 
-qpconform report --input "$out" --output "$out" || status=${status:-1}
+if ! qpconform report --input "$out" --output "$out"; then
+    echo "qpconform: the report could not be built" >&2
+    [ "$status" -eq 0 ] && status=1
+fi
 echo "qpconform: reports in $out/ (report.html, report.json, junit.xml, allure-results/)"
 exit "$status"

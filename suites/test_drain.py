@@ -5,7 +5,6 @@ import pytest
 from models.enums import Attr, QPState, QPType
 from models.pair import WireSettings
 
-pytest_plugins = ["fixtures.traffic"]  # make_pair, traffic_devices (until plugin.py loads it)
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)

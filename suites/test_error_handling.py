@@ -12,7 +12,6 @@ import pytest
 from models.enums import QPState, QPType
 from models.pair import Fault, Op, WireSettings
 
-pytest_plugins = ["fixtures.traffic"]  # make_pair, traffic_devices (until plugin.py loads it)
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 #: RC sends wait (RNR, infinite retry) until the peer posts a receive: outstanding for sure.

@@ -29,7 +29,6 @@ from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from models.table import variant
 
-pytest_plugins = ["fixtures.traffic"]  # make_pair, traffic_devices (until plugin.py loads it)
 S = QPState
 SIDES = st.sampled_from(["a", "b"])
 FAULTS = set(os.environ.get("QPCONFORM_TRAFFIC_FAULTS", "bad_lkey,bad_rkey,peer").split(","))
