@@ -36,6 +36,7 @@ PACKAGES = (
     "python3-pyverbs",
     "python3-pytest",
     "python3-hypothesis",
+    "python3-jinja2",  # the report is rendered in the guest at session end (compiled markupsafe)
 )
 
 # Bump when the build steps below change in a way the other inputs don't show.

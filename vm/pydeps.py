@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_PACKAGES = ("allure-pytest", "pytest-xdist", "hypothesis", "jinja2")
+DEFAULT_PACKAGES = ("allure-pytest", "pytest-xdist", "hypothesis")
 
 # Bump when the pip invocation changes.
 RECIPE_VERSION = 2
