@@ -4,7 +4,8 @@
 #   scripts/conformance.sh [--device NAME] [extra pytest options...]
 #
 # With --device (or a device in /sys/class/infiniband) the suites run on this host.
-# Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use.
+# Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use;
+# QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bootstrap.sh
@@ -37,7 +38,8 @@ else
             qpconform vm --install-deps || exit 1
         fi
     fi
-    qpconform vm --timeout "${QPCONFORM_VM_TIMEOUT:-2400}" -- \
+    qpconform vm --release "${QPCONFORM_RELEASE:-bookworm}" \
+        --timeout "${QPCONFORM_VM_TIMEOUT:-2400}" -- \
         python3 -m pytest --device rxe0 "${suite_args[@]}"
     status=$?
 fi
