@@ -38,6 +38,7 @@ FAULTS: dict[str, str] = {
     "event_not_raised": "SQ_DRAINED is not raised although requested",
     "event_unasked": "SQ_DRAINED is raised although not requested",
     "wr_run_after_reset": "WRs discarded by ->RESET complete (with flush error) afterwards",
+    "refuse_sqd_exit": "leaving SQD for RESET or RTS is refused with EINVAL (rxe 6.12 draining)",
 }
 
 
@@ -67,6 +68,13 @@ class FakeQP:
         exp = self.model.modify(attrs, mask)
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
         accept, forced = exp.outcome is not Outcome.REFUSE, None
+        if (
+            self._has("refuse_sqd_exit")
+            and self.model.state == S.SQD
+            and target in (S.RESET, S.RTS)
+        ):
+            self.model.apply(exp, False)
+            return VerbResult(False, errno.EINVAL)
         if not accept and target is not None:
             illegal = ".transition.invalid." in exp.rule.id and target == S.RTS
             if (illegal and self._has("accept_illegal_transition")) or (

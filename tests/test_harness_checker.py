@@ -270,3 +270,36 @@ def test_divergence_list_keeps_the_shortest_of_each_kind() -> None:
         sink.add(d)
     sink.add(_record())  # unknown: dropped
     assert sink.distinct() == [short]
+
+
+SQD_EXIT_QUIRK = """
+[[quirk]]
+id = "fake.sqd_exit_refused"
+rule = ["linux.transition.*.SQD->RESET", "linux.transition.*.SQD->RTS"]
+observed = "errno=EINVAL"
+reason = "planted"
+evidence = ["tests/fake_device.py refuse_sqd_exit"]
+"""
+
+
+def test_bring_to_routes_around_a_hop_refused_as_a_known_quirk():
+    """SQD->RESET and SQD->RTS refused (known): the walk to INIT goes through ERR instead."""
+    quirks = Quirks.from_toml(SQD_EXIT_QUIRK)
+    chk = Checker(FakeDevice(["refuse_sqd_exit"]), quirks=quirks, sink=DivergenceList(),
+                  reproducer_dir=None, settle_window=0.0, must_wait=0.0)
+    qp = chk.open_qp(QPType.RC)
+    qp.bring_to(QPState.SQD)
+    qp.bring_to(QPState.INIT)
+    assert qp.model.state == QPState.INIT == qp.query().state
+    targets = [s["expect"]["state_if_accepted"] for s in qp.steps if s["verb"] == "modify"]
+    assert targets[-5:] == ["RESET", "RTS", "ERR", "RESET", "INIT"]  # two refused, then around
+    assert quirks.hits["fake.sqd_exit_refused"] == 2
+
+
+def test_bring_to_fails_on_an_unknown_refusal():
+    chk = Checker(FakeDevice(["refuse_sqd_exit"]), sink=DivergenceList(), reproducer_dir=None,
+                  settle_window=0.0, must_wait=0.0)
+    qp = chk.open_qp(QPType.RC)
+    qp.bring_to(QPState.SQD)
+    with pytest.raises(DivergenceError, match="SQD->RESET"):
+        qp.bring_to(QPState.INIT)

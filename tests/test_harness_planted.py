@@ -40,6 +40,7 @@ EXPECTED_RULE = {
     "event_not_raised": "ibta.sqd.drained_event",
     "event_unasked": "ibta.sqd.drained_event",
     "wr_run_after_reset": "ibta.reset.discard",
+    "refuse_sqd_exit": "linux.transition.*.SQD->*",
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -52,6 +53,7 @@ EXPECTED_KIND = {
     "event_not_raised": "missing_event",
     "event_unasked": "event",
     "wr_run_after_reset": "completion",
+    "refuse_sqd_exit": "outcome",
 }
 
 
@@ -112,6 +114,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "event_not_raised": lambda qp: (_drain(qp, True), qp.settle()),
     "event_unasked": lambda qp: (_drain(qp, False), qp.settle()),
     "wr_run_after_reset": _post_then(S.RESET),
+    "refuse_sqd_exit": lambda qp: (_drain(qp, True), qp.settle(), qp.bring_to(S.RESET)),
 }
 
 
