@@ -286,7 +286,7 @@ class PairModel:
         flushed: tuple[ExpectedCompletion, ...] = ()
         if state == S.ERR:
             flushed = qp._flush_all()
-        qp._enter(state)
+        qp.follow(state)
         return flushed
 
     def follow_drained(self, side: str) -> list[int]:

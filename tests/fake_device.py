@@ -84,7 +84,7 @@ class FakeQP:
         before = self.model.state
         self.model.apply(exp, accept)
         if forced is not None:
-            self.model._enter(forced)
+            self.model.follow(forced)
         if not accept:
             return VerbResult(False, _errno_of(exp))
         after = self.model.state
