@@ -1,3 +1,3 @@
 """Root conftest: loads qpconform's pytest plugin (device options and fixtures)."""
 
-pytest_plugins = ["fixtures.plugin", "fixtures.traffic"]
+pytest_plugins = ["fixtures.plugin"]

@@ -112,13 +112,15 @@ NO_EVENT_ON_COMPLETION_ERROR = Rule(
 
 @dataclass(frozen=True)
 class WireStep:
-    """What the wire did to one send: the rule and each side's automatic expectation."""
+    """What the wire did to one send: the rule, each side's automatic expectation, and the
+    events that must not follow it (an error reported in a completion is not also an event)."""
 
     requester: str
     wr_id: int
     rule: Rule
     effects: tuple[tuple[str, Expectation], ...]
     forbidden: Mapping[str, tuple[EventType, ...]] = field(default_factory=dict)
+    forbidden_rule: Rule = NO_EVENT_ON_COMPLETION_ERROR  # why `forbidden` must not appear
 
 
 @dataclass(frozen=True)
@@ -274,21 +276,6 @@ class PairModel:
         return WireStep(side, wr_id, rule, tuple(effects), forbidden)
 
     # ------------------------------------------------------------------ following a device
-    def follow_state(self, side: str, state: QPState) -> tuple[ExpectedCompletion, ...]:
-        """A known divergence left `side` in another state: follow it.
-
-        Entering ERR flushes what is outstanding (the completions are returned, now due);
-        any other state is just taken over.
-        """
-        qp = self.ends[side]
-        if state == qp.state:
-            return ()
-        flushed: tuple[ExpectedCompletion, ...] = ()
-        if state == S.ERR:
-            flushed = qp._flush_all()
-        qp.follow(state)
-        return flushed
-
     def follow_drained(self, side: str) -> list[int]:
         """The device ended an SQD drain the model still runs: its in-flight sends are held.
 

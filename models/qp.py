@@ -400,10 +400,18 @@ class QPModel:
             self.draining = False
             self.notify_requested = False
 
-    def follow(self, state: QPState) -> None:
+    def follow(self, state: QPState) -> tuple[ExpectedCompletion, ...]:
         """The device is in `state` though the model did not predict it (a known quirk):
-        go on from there."""
+        go on from there.
+
+        Entering ERR flushes what is outstanding, as every move to ERR does: the flush
+        completions are returned (the device now owes them). Any other state is taken over.
+        """
+        flushed: tuple[ExpectedCompletion, ...] = ()
+        if state == S.ERR and self.state != S.ERR:
+            flushed = self._flush_all()
         self._enter(state)
+        return flushed
 
     def _follow_refused_accept(self, exp: Expectation) -> None:
         """The device accepted what the model refused: follow it to the requested state."""

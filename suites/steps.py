@@ -1,7 +1,7 @@
 """What the deterministic suites share: parametrisation from suites/cases.py and the steps
 that run one case on a fresh checked QP.
 
-No pyverbs here either: the device is reached only through the checker (fixtures/checker.py),
+No pyverbs here either: the device is reached only through the checker (qpconform/engine/lone.py),
 which compares every step with the model and raises DivergenceError on an unknown divergence.
 """
 
@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from fixtures.checker import CheckedQP, Checker, DivergenceError
-from fixtures.device_api import Device, UnsupportedQPType
 from models.attributes import DeviceCaps
 from models.enums import QPState, QPType
+from qpconform.engine.device import Device, UnsupportedQPType
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import CheckedQP, Checker
 from suites.cases import Case, Group
 
 

@@ -34,11 +34,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fixtures.checker import MUST_WAIT, CheckedQP, Checker, DivergenceError, StepRecorder
-from fixtures.device_api import Device, UnsupportedQPType
-from fixtures.quirks import Quirks
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState
+from qpconform.engine.device import Device, UnsupportedQPType
+from qpconform.engine.judge import DivergenceError, StepRecorder
+from qpconform.engine.lone import MUST_WAIT, CheckedQP, Checker
+from qpconform.engine.quirks import Quirks
+from qpconform.engine.text import ATTR_FIELDS
 from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceList
 from reports.reproducer import write_reproducer
 
@@ -293,8 +295,6 @@ def _bits(bits: Any) -> Attr:
 
 
 def _in_mask(field: str, mask: Attr) -> bool:
-    from fixtures.checker import ATTR_FIELDS
-
     return any(field in fields and bit in mask for bit, fields in ATTR_FIELDS.items())
 
 

@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from fixtures.traffic import PairHarness
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from models.table import variant
+from qpconform.engine.pair import PairHarness
 
 S = QPState
 SIDES = st.sampled_from(["a", "b"])

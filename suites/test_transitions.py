@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from fixtures.checker import Checker
-from fixtures.device_api import Device
 from models.enums import QPType
+from qpconform.engine.device import Device
+from qpconform.engine.lone import Checker
 from suites import steps
 from suites.cases import Group, transition_groups
 

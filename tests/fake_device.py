@@ -2,8 +2,8 @@
 
 Each fake QP holds a QPModel that decides every verb and applies it, so the
 clean fake agrees with the checker by construction; a planted fault (chosen by
-name) makes it diverge the way a buggy driver would. Completions go to per-QP
-fake CQs and events to a device-wide queue, at once (no wire, no timing).
+name) makes it diverge the way a buggy driver would. Completions and events go
+to per-QP fake queues, at once (no wire, no timing).
 """
 
 from __future__ import annotations
@@ -11,7 +11,11 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterable, Mapping
 
-from fixtures.device_api import (
+from models.attributes import DeviceCaps
+from models.enums import MTU, Attr, EventType, QPState, QPType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.qp import QPModel
+from qpconform.engine.device import (
     AsyncEvent,
     AttrValues,
     Completion,
@@ -19,10 +23,6 @@ from fixtures.device_api import (
     UnsupportedQPType,
     VerbResult,
 )
-from models.attributes import DeviceCaps
-from models.enums import MTU, Attr, EventType, QPState, QPType, WCStatus
-from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.qp import QPModel
 
 S = QPState
 
@@ -55,6 +55,7 @@ class FakeQP:
         self.qp_type = QPType(qp_type)
         self.model = QPModel(self.qp_type, device.variant, device.caps)
         self.cq: list[Completion] = []
+        self.queued_events: list[AsyncEvent] = []
         self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
         self.recv_ids: set[int] = set()
         self.destroyed = False
@@ -128,6 +129,10 @@ class FakeQP:
         done, self.cq = self.cq, []
         return done
 
+    def events(self, timeout: float) -> list[AsyncEvent]:
+        found, self.queued_events = self.queued_events, []
+        return found
+
     def destroy(self) -> None:
         if not self.destroyed:
             exp = self.model.destroy()
@@ -165,7 +170,7 @@ class FakeQP:
         self._queue_events(events)
 
     def _queue_events(self, events: Iterable[EventType]) -> None:
-        self.device.events.extend(AsyncEvent(e, self.qp_num) for e in events)
+        self.queued_events.extend(AsyncEvent(e, self.qp_num) for e in events)
 
     def _hidden_effects(self, before: QPState, after: QPState, exp: Expectation) -> None:
         if self.hidden_sends and after == S.RTS:
@@ -211,7 +216,6 @@ class FakeDevice:
         self.name = "fake0"
         self.port = 1
         self.gid_index = 1
-        self.events: list[AsyncEvent] = []
         self._types = list(qp_types)
         self._next_qpn = 0x11
         self.qps: list[FakeQP] = []
@@ -259,10 +263,6 @@ class FakeDevice:
             "alt_timeout": 14,
             "rate_limit": 0,
         }
-
-    def async_events(self, timeout: float = 0.0) -> list[AsyncEvent]:
-        found, self.events = self.events, []
-        return found
 
     def close(self) -> None:
         for qp in self.qps:

@@ -3,18 +3,19 @@
 The fake behaves exactly as PairModel says (it runs its own PairModel), so a
 harness over an unfaulted fake must find nothing; each planted fault breaks one
 promise (a flush lost or out of order, a completion twice, SQ_DRAINED missing or
-unasked, a discarded WR run after RESET) and the harness must catch it.
+unasked, a discarded WR run after RESET, an error event on top of an error
+completion) and the harness must catch it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fixtures.device_api import AsyncEvent, Completion, QueryResult, VerbResult
-from fixtures.traffic import FAST, connect_values
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import Fault, Op, PairModel, WireSettings
+from qpconform.engine.connect import FAST, connect_values
+from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 
 FAULTS = (
     "lost_flush",
@@ -23,6 +24,7 @@ FAULTS = (
     "event_missing",
     "event_unasked",
     "run_after_reset",
+    "event_on_completion_error",
 )
 
 
@@ -168,6 +170,9 @@ class FakePair:
         for step in self.model.progress():
             for side, exp in step.effects:
                 self.emit(side, exp)
+            if self.fault == "event_on_completion_error":
+                for side in step.forbidden:  # the sides whose send completed in error
+                    self.ends[side].async_events.append(EventType.QP_FATAL)
 
 
 def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from fixtures.checker import CheckedQP, Checker, DivergenceError
 from models.enums import Attr, QPState, QPType
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import CheckedQP, Checker
 from reports.divergence import DivergenceList, read_divergences
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import FAULTS, FakeDevice

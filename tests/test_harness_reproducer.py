@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.checker import Checker, DivergenceError
 from models.enums import QPState, QPType
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import Checker
 from reports.divergence import Divergence, DivergenceList
 from reports.reproducer import render, write_reproducer
 from tests.fake_device import FakeDevice

@@ -243,13 +243,14 @@ def test_settings_bound_is_short_for_the_suite_values() -> None:
     assert WireSettings(timeout=10, retry_cnt=1, rnr_retry=1).bound() < 1.0
 
 
-def test_follow_state_err_flushes_what_is_outstanding() -> None:
+def test_following_a_device_into_err_flushes_what_is_outstanding() -> None:
     pair = _connected(QPType.UD)
     _post(pair, "a", "post_recv", 40)
-    flushed = pair.follow_state("a", S.ERR)
+    flushed = pair.qp("a").follow(S.ERR)
     assert flushed == (ExpectedCompletion(40, "recv", WCStatus.WR_FLUSH_ERR),)
     assert pair.qp("a").state == S.ERR and pair.qp("a").recvs == []
-    assert pair.follow_state("a", S.ERR) == ()
+    assert pair.qp("a").follow(S.ERR) == ()
+    assert pair.qp("a").follow(S.RESET) == () and pair.qp("a").state == S.RESET
 
 
 def test_follow_drained_holds_the_in_flight_send_until_rts() -> None:

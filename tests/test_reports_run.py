@@ -405,13 +405,14 @@ def checker_run(out_dir: Path) -> Path:
 
     The fake device accepts INIT->RTS (an illegal transition): one divergence per QP type.
     """
-    checker_mod = pytest.importorskip("fixtures.checker")
-    fake = pytest.importorskip("tests.fake_device")
+    from qpconform.engine.judge import DivergenceError
+    from qpconform.engine.lone import Checker
     from reports.divergence import DivergenceList
+    from tests.fake_device import FakeDevice
 
-    device = fake.FakeDevice(faults={"accept_illegal_transition"})
+    device = FakeDevice(faults={"accept_illegal_transition"})
     rec = RunRecorder(device.identity(), settings(["RC", "UC", "UD"]))
-    chk = checker_mod.Checker(
+    chk = Checker(
         device, recorder=rec, sink=DivergenceList(), reproducer_dir=None, settle_window=0.0
     )
     try:
@@ -423,7 +424,7 @@ def checker_run(out_dir: Path) -> Path:
             qp.settle()
             qp = chk.open_qp(qp_type)
             qp.bring_to(S.INIT)
-            with pytest.raises(checker_mod.DivergenceError):
+            with pytest.raises(DivergenceError):
                 qp.modify({"qp_state": int(S.RTS)}, Attr.STATE)
     finally:
         chk.close()

@@ -2,9 +2,10 @@
 
 import pytest
 
-from fixtures.traffic import PairDivergence, PairHarness
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.pair import PairHarness
 from tests.fake_pair import FakePair
 
 S = QPState
@@ -26,6 +27,10 @@ def _flush(h: PairHarness) -> None:
 def _duplicate(h: PairHarness) -> None:
     h.post_recv("b")
     h.post_send("a")
+
+
+def _send_error(h: PairHarness) -> None:
+    h.post_send("a", fault=Fault.BAD_LKEY)  # completes in error on every QP type
 
 
 def _drain_notify(h: PairHarness) -> None:
@@ -85,7 +90,8 @@ def _everything(h: PairHarness) -> None:
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 @pytest.mark.parametrize(
-    "scenario", [_flush, _duplicate, _drain_notify, _drain_silent, _reset_then_up, _everything]
+    "scenario",
+    [_flush, _duplicate, _send_error, _drain_notify, _drain_silent, _reset_then_up, _everything],
 )
 def test_clean_fake_has_no_divergence(qp_type, scenario):
     h = _harness(qp_type)
@@ -103,12 +109,13 @@ def test_clean_fake_has_no_divergence(qp_type, scenario):
         ("event_missing", _drain_notify, "missing_event", "ibta.sqd.drained_event"),
         ("event_unasked", _drain_silent, "event", "ibta.sqd.drained_event"),
         ("run_after_reset", _reset_then_up, "completion", "ibta.reset.discard"),
+        ("event_on_completion_error", _send_error, "event", "pair.completion_error.no_event"),
     ],
 )
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_planted_fault_is_caught(qp_type, fault, scenario, kind, rule):
     h = _harness(qp_type, fault)
-    with pytest.raises(PairDivergence) as caught:
+    with pytest.raises(DivergenceError) as caught:
         scenario(h)
         h.quiet(0.01)
     assert caught.value.record.kind == kind
@@ -126,7 +133,7 @@ evidence = ["tests/fake_pair.py event_unasked"]
 
 
 def test_quirk_makes_a_divergence_known_and_it_is_recorded():
-    from fixtures.quirks import Quirks
+    from qpconform.engine.quirks import Quirks
     from reports.divergence import DivergenceList
     from reports.run_record import RunRecorder
 
@@ -162,7 +169,7 @@ def test_unknown_divergence_fails_with_the_readable_record():
     sink = DivergenceList()
     h = PairHarness(FakePair(QPType.RC, "lost_flush"), sink=sink, time_scale=0.01)
     h.connect()
-    with pytest.raises(PairDivergence) as caught:
+    with pytest.raises(DivergenceError) as caught:
         _flush(h)
     text = str(caught.value)
     assert text.startswith("QP divergence (unknown): RC in ")
@@ -172,7 +179,7 @@ def test_unknown_divergence_fails_with_the_readable_record():
 
 def test_known_missing_completion_is_excused_if_it_comes_late():
     """A quirk-covered missing completion is not "unexpected" when it finally arrives."""
-    from fixtures.quirks import Quirks
+    from qpconform.engine.quirks import Quirks
 
     quirks = Quirks.from_toml(
         '[[quirk]]\nid = "late"\nrule = "ibta.err.flush"\nobserved = "missing_completion"\n'
@@ -183,9 +190,9 @@ def test_known_missing_completion_is_excused_if_it_comes_late():
     h.connect()
     _flush(h)
     assert h.desynced and [d.kind for d in h.known] == ["missing_completion"]
-    lost = next(iter(h.books["a"].excused))
-    from fixtures.device_api import Completion
+    lost = next(iter(h.ends["a"].ledger.excused))
     from models.enums import WCStatus
+    from qpconform.engine.device import Completion
 
     pair.end("a").cq.append(Completion(lost, "recv", WCStatus.WR_FLUSH_ERR, 0))
     h.quiet(0.01)
@@ -224,5 +231,5 @@ def test_state_machine_catches_a_planted_fault():
     machine.TestCase.settings = settings(
         max_examples=200, stateful_step_count=30, deadline=None, derandomize=True, database=None
     )
-    with pytest.raises(PairDivergence):
+    with pytest.raises(DivergenceError):
         machine.TestCase().runTest()

@@ -1,0 +1,25 @@
+"""The comparison engine: the model against a device, step by step. The heart of qpconform.
+
+No pyverbs here (devices are reached through `device`), no pytest (the plugin in
+fixtures/ builds rule sets and hands them to the suites). The map:
+
+    device.py   the device protocol: Device / QPHandle (lone QPs), PairDevice /
+                PairEnd (connected pairs), and what is observed (VerbResult,
+                Completion, AsyncEvent, QueryResult)
+    ledger.py   per QP: what is due, required, forbidden or never to run, each
+                with the rule and step behind it; one classification of every
+                completion
+    core.py     Engine: tracked QPs, step logs, conclude a verb, poll, bounded
+                waits, missing items, following a quirked device
+    judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
+    quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
+    text.py     the words of every record (masks, errnos, expectations)
+    lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
+                QPMachine)
+    pair.py     rule set for connected pairs and the wire: PairHarness (the
+                traffic suites, the traffic machine); connect.py: bring-up values
+
+models/ says what must happen (never imports the engine); reports/ turns the
+engine's records into reports; fixtures/ holds the pytest plugin and the pyverbs
+adapters that implement the device protocol.
+"""

@@ -1,0 +1,78 @@
+"""How a pair is connected: the bring-up masks and a valid value for every attribute.
+
+The required masks come from man ibv_modify_qp(3), independent of the model's
+table, so a table error cannot hide in the harness's own bring-up.
+"""
+
+from __future__ import annotations
+
+from models.enums import AccessFlag, Attr, QPState, QPType
+from models.pair import WireSettings
+
+S = QPState
+#: Short transport timers so automatic transitions happen well under a second on rxe.
+FAST = WireSettings(timeout=10, retry_cnt=1, rnr_retry=1, min_rnr_timer=1)
+QKEY = 0x11111111
+
+#: Required bring-up masks from man ibv_modify_qp(3) (independent of the model's table).
+_BRING_UP: dict[tuple[QPState, QPState], dict[QPType, Attr]] = {
+    (S.RESET, S.INIT): {
+        QPType.UD: Attr.PKEY_INDEX | Attr.PORT | Attr.QKEY,
+        QPType.UC: Attr.PKEY_INDEX | Attr.PORT | Attr.ACCESS_FLAGS,
+        QPType.RC: Attr.PKEY_INDEX | Attr.PORT | Attr.ACCESS_FLAGS,
+    },
+    (S.INIT, S.RTR): {
+        QPType.UD: Attr(0),
+        QPType.UC: Attr.AV | Attr.PATH_MTU | Attr.DEST_QPN | Attr.RQ_PSN,
+        QPType.RC: Attr.AV
+        | Attr.PATH_MTU
+        | Attr.DEST_QPN
+        | Attr.RQ_PSN
+        | Attr.MAX_DEST_RD_ATOMIC
+        | Attr.MIN_RNR_TIMER,
+    },
+    (S.RTR, S.RTS): {
+        QPType.UD: Attr.SQ_PSN,
+        QPType.UC: Attr.SQ_PSN,
+        QPType.RC: Attr.SQ_PSN
+        | Attr.TIMEOUT
+        | Attr.RETRY_CNT
+        | Attr.RNR_RETRY
+        | Attr.MAX_QP_RD_ATOMIC,
+    },
+}
+
+
+def bring_up_mask(qp_type: QPType, cur: QPState, nxt: QPState) -> Attr:
+    """The attributes a transition requires (bring-up per the man page; others need none)."""
+    return _BRING_UP.get((cur, nxt), {}).get(QPType(qp_type), Attr(0))
+
+
+def connect_values(
+    qp_type: QPType,
+    port: int,
+    gid_index: int,
+    mtu: int,
+    peer_qpn: int,
+    settings: WireSettings,
+) -> dict[str, int]:
+    """A valid value for every attribute a bring-up or SQD change needs."""
+    return {
+        "port_num": port,
+        "pkey_index": 0,
+        "qkey": QKEY,
+        "qp_access_flags": int(AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE),
+        "ah_port_num": port,
+        "ah_sgid_index": gid_index,
+        "path_mtu": mtu,
+        "dest_qp_num": peer_qpn,
+        "rq_psn": 0,
+        "sq_psn": 0,
+        "timeout": settings.timeout,
+        "retry_cnt": settings.retry_cnt,
+        "rnr_retry": settings.rnr_retry,
+        "min_rnr_timer": settings.min_rnr_timer,
+        "max_rd_atomic": 1,
+        "max_dest_rd_atomic": 1,
+        "en_sqd_async_notify": 0,
+    }

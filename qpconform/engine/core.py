@@ -1,0 +1,416 @@
+"""The comparison engine: N tracked QPs, one step log each, one poll loop, bounded waits.
+
+`Engine` is what a rule set (the lone-QP `Checker`, the connected `PairHarness`)
+is built on. For every verb the rule set asks the model, calls the device and
+hands both to `conclude`, which logs the step, compares the outcome, commits the
+model and books what is now due in the QP's `Ledger`. `collect` polls every
+tracked QP and matches each completion and event against its ledger; `wait`
+runs the bounded windows (a deliberate quiet window, then a longer bounded wait
+only while something is still due); `report_missing` turns what never came into
+divergences. Every divergence goes through the `Judge`; a known one is followed
+(`follow_state`: the model takes the device's state and, entering ERR, books
+the flushes the device now owes).
+
+A rule set adds only what is its own: which verbs exist, how a completion the
+ledger does not know is explained (`explain_completion`: a send the lone model
+knows is on the wire; a flush after an automatic move to ERR on a pair), how an
+event nobody booked is judged (`unbooked_event_rule`), and how a record is
+worded (`record_verb`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from models import rules
+from models.enums import Attr, EventType, QPState, QPType
+from models.outcomes import Expectation
+from models.qp import QPModel
+from models.sources import Rule
+from reports.divergence import Divergence
+
+from .device import AsyncEvent, Completion, Observed, VerbResult
+from .judge import DivergenceError, Judge
+from .ledger import QUEUES, Found, Ledger
+from .quirks import Quirk
+from .text import (
+    completion_text,
+    describe_expectation,
+    describe_result,
+    mask_names,
+    masked_attrs,
+    outcome_tags,
+)
+
+POLL_INTERVAL = 0.002
+
+
+@dataclass
+class Track:
+    """One QP under comparison: its device handle, its model, its ledger and its step log.
+
+    The two ends of a pair share one step log (`steps` is the same list) and say
+    which end they are (`side`); a lone QP has a log of its own.
+    """
+
+    handle: Observed
+    model: QPModel
+    qp_type: QPType
+    qp_num: int | None
+    steps: list[dict[str, Any]]
+    side: str | None = None
+    ledger: Ledger = field(default_factory=Ledger)
+    broken: bool = False  # an unknown divergence was raised: the model may be off
+    settle_step: dict[str, Any] | None = None
+
+    def last(self) -> int:
+        """Index of the newest step (the origin of what is found now)."""
+        return len(self.steps) - 1
+
+
+class Engine:
+    """Compare tracked QPs with their models; subclasses are the rule sets."""
+
+    #: The rule a completion the ledger cannot place breaks: a second completion of one
+    #: WR, or one nobody expected (None: the rule that made it due the first time, else
+    #: the send/receive completion rule of its queue).
+    stray_completion_rule: Rule | None = None
+    #: Seconds between two polls of the CQs while waiting.
+    poll_interval: float = POLL_INTERVAL
+
+    def __init__(self, judge: Judge, identity: dict[str, str]) -> None:
+        self.judge = judge
+        self.device_identity = identity
+        self.unclaimed_events: list[AsyncEvent] = []
+        self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
+
+    # ------------------------------------------------------------------ the rule set's part
+    def tracks(self) -> list[Track]:
+        """The QPs whose completions and events are observed now."""
+        raise NotImplementedError
+
+    def explain_completion(self, track: Track, wc: Completion) -> bool:
+        """A completion the ledger does not know: True if the rule set accounts for it."""
+        return False
+
+    def unbooked_event_rule(self, track: Track, event: EventType) -> Rule | None:
+        """The rule an event neither required nor forbidden breaks (None: just kept)."""
+        return None
+
+    def record_verb(self, kind: str) -> str | None:
+        """The verb a record of this kind names (None: the verb of the step it comes from)."""
+        return None
+
+    def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
+        """Called after a completion matched its due entry (right status or wrong)."""
+
+    def on_unknown(self, track: Track) -> None:
+        """Called just before an unknown divergence is raised."""
+
+    def on_known_missing(self, track: Track, wr_ids: list[int]) -> None:
+        """Called when a quirk excused missing completions (they may still come, late)."""
+
+    # ----------------------------------------------------------------------------- verbs
+    def conclude(
+        self,
+        track: Track,
+        exp: Expectation,
+        res: VerbResult,
+        step: dict[str, Any],
+        seen: QPState | None = None,
+    ) -> tuple[int, Quirk | None]:
+        """Log a verb, compare its outcome, commit the model, book what is due.
+
+        Returns the step's index and the quirk that covered a wrong outcome (if any).
+        """
+        idx = self.log_step(track, exp, res, step, seen)
+        known: Quirk | None = None
+        if not exp.allows(res.accepted, res.errno):
+            tags = outcome_tags(res) + ([seen.name] if seen is not None else [])
+            d = self.divergence(
+                track, "outcome", exp.rule, idx, describe_expectation(exp),
+                describe_result(res, seen), tags, verb=exp.verb,
+            )
+            known = self.diverge(track, d)
+        track.model.apply(exp, res.accepted)
+        if res.accepted:
+            track.ledger.expect(exp, idx)
+        track.ledger.note_never_run(track.model.never_run, exp, idx)
+        return idx, known
+
+    def log_step(
+        self,
+        track: Track,
+        exp: Expectation,
+        res: VerbResult,
+        step: dict[str, Any],
+        seen: QPState | None = None,
+    ) -> int:
+        """Append one verb to the track's step log (what a reproducer replays)."""
+        entry: dict[str, Any] = {"verb": exp.verb}
+        if track.side is not None:
+            entry["side"] = track.side
+        attrs, mask = step.pop("attrs", None), step.pop("mask", None)
+        if exp.verb == "modify" and mask is not None:
+            mask = Attr(int(mask))
+            entry["attrs"] = masked_attrs(attrs or {}, mask)
+            entry.update(mask=mask_names(mask), mask_value=int(mask))
+        entry.update(step)
+        entry.update(
+            expected=describe_expectation(exp),
+            observed=describe_result(res, seen),
+            rule=exp.rule.id,
+            expect={
+                "outcome": exp.outcome.value,
+                "errnos": None if exp.errnos is None else sorted(exp.errnos),
+                "state_before": exp.state_before.name,
+                "state_if_accepted": exp.state_if_accepted.name,
+            },
+            result={
+                "accepted": res.accepted,
+                "errno": res.errno,
+                "state": None if seen is None else seen.name,
+            },
+        )
+        track.steps.append(entry)
+        return len(track.steps) - 1
+
+    # ---------------------------------------------------------------------- run records
+    def note(self, track: Track, exp: Expectation, extra: Rule | None = None) -> None:
+        """Queue one run-record step, written with its result by `flush_notes`."""
+        target = exp.state_if_accepted.name if exp.verb == "modify" else None
+        ids = list(dict.fromkeys(([extra.id] if extra else []) + [r.id for r in exp.checked]))
+        self._pending.append((track.qp_type.name, exp.verb, exp.state_before.name, target, ids))
+
+    def flush_notes(self, result: str) -> None:
+        """Write the queued run-record steps with `result` (match, known or divergence)."""
+        pending, self._pending = self._pending, []
+        if self.judge.recorder is not None:
+            for qp_type, verb, before, target, rule_ids in pending:
+                self.judge.recorder.step(qp_type, verb, before, target, rule_ids, result)
+
+    # -------------------------------------------------------------------------- judging
+    def divergence(
+        self,
+        track: Track,
+        kind: str,
+        rule: Rule,
+        origin: int,
+        expected: str,
+        observed: str,
+        tags: list[str],
+        **override: Any,
+    ) -> Divergence:
+        """A record of one difference, placed at the step `origin` of the track's log."""
+        step = track.steps[origin] if 0 <= origin < len(track.steps) else {}
+        fields: dict[str, Any] = {
+            "verb": self.record_verb(kind) or step.get("verb", "settle"),
+            "state": step.get("expect", {}).get("state_before", track.model.state.name),
+            "attrs": dict(step.get("attrs", {})),
+            "mask": list(step.get("mask", [])),
+        }
+        fields.update(override)
+        side = [] if track.side is None else [f"side={track.side}"]
+        prefix = "" if track.side is None else f"[{track.side}] "
+        return Divergence(
+            qp_type=track.qp_type.name,
+            expected=prefix + expected,
+            observed=prefix + observed,
+            rule_id=rule.id,
+            rule_summary=rule.summary,
+            source=str(rule.source),
+            device=dict(self.device_identity),
+            steps=copy.deepcopy(track.steps),
+            kind=kind,
+            tags=[kind, *side, *tags],
+            qp_num=track.qp_num,
+            **fields,
+        )
+
+    def diverge(self, track: Track, d: Divergence) -> Quirk | None:
+        """Judge `d`: the quirk if known, None if deferred; raises if unknown."""
+        try:
+            return self.judge.verdict(d, track.steps)
+        except DivergenceError:
+            track.broken = True
+            self.on_unknown(track)
+            raise
+
+    def follow_state(self, track: Track, state: QPState, origin: int) -> None:
+        """A known divergence left the QP in `state`: the model follows, and entering ERR
+        books the flushes the device now owes."""
+        for c in track.model.follow(state):
+            track.ledger.add_due(c, rules.FLUSH_ON_ERROR, origin)
+
+    # ------------------------------------------------------------------------- observing
+    def collect(self) -> None:
+        """Poll every tracked QP once: completions (send CQ first), then events."""
+        for track in self.tracks():
+            done = track.handle.poll()
+            for wc in sorted(done, key=lambda c: QUEUES.index(c.queue)):
+                self.on_completion(track, wc)
+            for ev in track.handle.events(0.0):
+                self.on_event(track, ev.event_type)
+
+    def block(self, timeout: float) -> None:
+        """Wait up to `timeout` for an event (on the first QP), handling what arrives."""
+        start = time.monotonic()
+        got = False
+        for i, track in enumerate(self.tracks()):
+            for ev in track.handle.events(timeout if i == 0 else 0.0):
+                got = True
+                self.on_event(track, ev.event_type)
+        left = timeout - (time.monotonic() - start)
+        if not got and left > 0:
+            time.sleep(left)
+
+    def waiting(self) -> bool:
+        """Is anything still due on a tracked QP?"""
+        return any(t.ledger.waiting() for t in self.tracks())
+
+    def wait(self, window: float, bound: float) -> float:
+        """Observe for `window` s (the deliberate quiet window), then up to `bound` s more
+        while anything is due. Returns the seconds waited."""
+        poll = self.poll_interval
+        start = time.monotonic()
+        deadline = start + window
+        while True:
+            self.collect()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.block(min(poll, left))
+        deadline = time.monotonic() + bound
+        while self.waiting() and time.monotonic() < deadline:
+            self.block(poll)
+            self.collect()
+        return time.monotonic() - start
+
+    def open_settle(self, window: float) -> None:
+        """Log a settle step on every track: what is due, and (later) what was seen."""
+        for track in self.tracks():
+            ledger = track.ledger
+            step = {
+                "verb": "settle",
+                "window": window,
+                "completions": [
+                    [d.completion.wr_id, d.completion.queue, d.completion.status.name]
+                    for q in QUEUES
+                    for d in ledger.due[q]
+                ],
+                "never_run": sorted(ledger.never),
+                "events": [e.event.name for e in ledger.required],
+                "expected": ledger.due_text() or "nothing",
+                "observed": "",
+                "seen": [],
+            }
+            if track.side is not None:
+                step["side"] = track.side
+            track.settle_step = step
+            track.steps.append(step)
+
+    def close_settle(self) -> None:
+        """Finish the settle steps; drop those where nothing was due or seen."""
+        for track in self.tracks():
+            step, track.settle_step = track.settle_step, None
+            if step is None:
+                continue
+            step["observed"] = ", ".join(step["seen"]) or "nothing"
+            empty = not (step["completions"] or step["events"] or step["seen"])
+            if empty and track.steps and track.steps[-1] is step:
+                track.steps.pop()
+
+    def _saw(self, track: Track, text: str) -> None:
+        if track.settle_step is not None:
+            track.settle_step["seen"].append(text)
+            track.settle_step["observed"] = ", ".join(track.settle_step["seen"])
+
+    # ------------------------------------------------------------------------- matching
+    def on_completion(self, track: Track, wc: Completion) -> None:
+        """Match one completion against the track's ledger; judge what does not match."""
+        self._saw(track, completion_text(wc))
+        found = track.ledger.match(wc)
+        tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
+        observed = f"completion {completion_text(wc)}"
+        because = found.because
+        if found.found in (Found.MATCH, Found.STATUS) and found.due is not None:
+            if found.found is Found.STATUS and because is not None:
+                d = self.divergence(track, "status", because.rule, because.origin,
+                                    found.expected, observed, tags)
+                self.diverge(track, d)
+            self.after_completion(track, wc, found.due.completion)
+        elif found.found in (Found.ORDER, Found.NEVER) and because is not None:
+            kind = "order" if found.found is Found.ORDER else "completion"
+            d = self.divergence(track, kind, because.rule, because.origin, found.expected,
+                                observed, tags)
+            self.diverge(track, d)
+        elif found.found is Found.DUPLICATE and because is not None:
+            rule = self.stray_completion_rule or because.rule
+            d = self.divergence(track, "completion", rule, because.origin, found.expected,
+                                f"again: {observed}", tags)
+            self.diverge(track, d)
+        elif found.found is Found.UNKNOWN and not self.explain_completion(track, wc):
+            rule = self.stray_completion_rule or (
+                rules.SEND_DONE if wc.queue == "send" else rules.RECV_DONE
+            )
+            d = self.divergence(track, "completion", rule, track.last(), found.expected,
+                                observed, tags)
+            self.diverge(track, d)
+
+    def on_event(self, track: Track, event: EventType) -> None:
+        """A required event is claimed; a forbidden or unbooked one is judged."""
+        self._saw(track, f"event {event.name}")
+        if track.ledger.claim(event):
+            return
+        because = track.ledger.forbidden.get(event)
+        if because is None:
+            rule = self.unbooked_event_rule(track, event)
+            if rule is None:
+                self.unclaimed_events.append(AsyncEvent(event, track.qp_num))
+                return
+            origin = track.last()
+        else:
+            rule, origin = because.rule, because.origin
+        d = self.divergence(track, "event", rule, origin, f"no {event.name} event",
+                            f"event {event.name}", [f"event={event.name}"])
+        self.diverge(track, d)
+
+    def report_missing(self, waited: float) -> None:
+        """Everything still due after the wait is a divergence (one per step and rule)."""
+        for track in self.tracks():
+            for group in track.ledger.take_missing():
+                first = group[0]
+                queues = sorted({g.completion.queue for g in group})
+                tags = [f"queue={q}" for q in queues]
+                tags += list(dict.fromkeys(t for g in group for t in g.tags))
+                d = self.divergence(
+                    track, "missing_completion", first.rule, first.origin,
+                    ", ".join(completion_text(g.completion) for g in group),
+                    f"no such completion within {waited:.2f} s", tags,
+                )
+                lost = [g.completion.wr_id for g in group]
+                track.ledger.excused.update(lost)
+                if self.diverge(track, d) is not None:
+                    self.on_known_missing(track, lost)
+            for pending in track.ledger.take_required():
+                d = self.divergence(
+                    track, "missing_event", pending.rule, pending.origin,
+                    f"event {pending.event.name}",
+                    f"no {pending.event.name} event within {waited:.2f} s",
+                    [f"missing_event={pending.event.name}"],
+                )
+                self.diverge(track, d)
+
+    def observe(self, window: float, bound: float) -> None:
+        """One bounded observation of every tracked QP (a quiet `window`, then up to `bound`
+        s while something is due); then what is missing is judged."""
+        self.open_settle(window)
+        try:
+            waited = self.wait(window, bound)
+            self.report_missing(waited)
+        finally:
+            self.close_settle()
+

@@ -1,0 +1,106 @@
+"""Judging a divergence: known (a quirk covers it) or unknown (the run fails with its record).
+
+One place decides for every rule set: a known divergence is recorded and the run
+goes on (the engine then follows the device); an unknown one is recorded, gets a
+reproducer when the rule set can replay it, and is raised as DivergenceError, or
+kept for the end of the test when it is an event divergence the rule set chose
+to defer (events change no state, so the rest of the test still says something).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from reports.divergence import Divergence, DivergenceSink
+
+from .quirks import Quirk, Quirks
+
+
+class StepRecorder(Protocol):
+    """What the engine tells a run record (reports.run_record.RunRecorder)."""
+
+    def step(
+        self,
+        qp_type: str,
+        verb: str,
+        state_before: str,
+        target: str | None,
+        rules: list[str],
+        result: str,
+    ) -> None: ...
+
+    def divergence(self, d: Any) -> None: ...
+
+
+class DivergenceError(AssertionError):
+    """An unknown divergence; the message is the record's readable report."""
+
+    def __init__(self, record: Divergence, more: list[Divergence] | None = None) -> None:
+        super().__init__(record.format())
+        self.record = record
+        self.more = list(more or [])
+
+    def __str__(self) -> str:  # the record may gain a reproducer path after raising
+        text = self.record.format()
+        if self.more:
+            rest = "\n\n".join(d.format() for d in self.more)
+            text += f"\n\n(and {len(self.more)} more)\n{rest}"
+        return text
+
+
+def current_test() -> str | None:
+    """The running pytest node id, if any."""
+    running = os.environ.get("PYTEST_CURRENT_TEST")
+    return running.rsplit(" ", 1)[0] if running else None
+
+
+class Judge:
+    """Quirks, the divergence sink, the run recorder and the known and deferred lists."""
+
+    def __init__(
+        self,
+        quirks: Quirks | None,
+        sink: DivergenceSink | None,
+        recorder: StepRecorder | None = None,
+        *,
+        reproducer_dir: Path | None = None,
+        defer_events: bool = False,
+    ) -> None:
+        self.quirks = quirks if quirks is not None else Quirks()
+        self.sink = sink
+        self.recorder = recorder
+        self.reproducer_dir = reproducer_dir
+        self.defer_events = defer_events
+        self.known: list[Divergence] = []
+        self.deferred: list[Divergence] = []  # unknown event divergences, raised by finish()
+
+    def verdict(self, d: Divergence, steps: list[dict[str, Any]]) -> Quirk | None:
+        """Record `d`; return its quirk if known, None if deferred; raise if unknown."""
+        d.test = d.test or current_test()
+        quirk = self.quirks.match(d)
+        if quirk is not None:
+            d.known_quirk = quirk.id
+            self.known.append(d)
+            if steps:  # lets a reproducer replay past this step
+                steps[-1].setdefault("known", []).append(quirk.id)
+        elif self.reproducer_dir is not None:
+            from reports.reproducer import write_reproducer
+
+            d.reproducer = str(write_reproducer(d, self.reproducer_dir))
+        if self.sink is not None:
+            self.sink.add(d)
+        if self.recorder is not None:
+            self.recorder.divergence(d)
+        if quirk is not None:
+            return quirk
+        if self.defer_events and d.kind in ("event", "missing_event"):
+            self.deferred.append(d)
+            return None
+        raise DivergenceError(d)
+
+    def finish(self) -> None:
+        """Raise the first deferred divergence (all of them are in the message)."""
+        if self.deferred:
+            raise DivergenceError(self.deferred[0], self.deferred[1:])

@@ -1,0 +1,211 @@
+"""The ledger of one QP: what must appear, what must not, and the step and rule behind each.
+
+The engine books every expectation of the model here (`expect`) and hands every
+completion the device delivers to `match`, which classifies it once and for
+all QPs, lone or paired: the head of its queue (right or wrong status), due but
+out of order, a WR that must never run, a late one a quirk excused, a second
+completion of a WR, or unknown to the ledger. Events are claimed against the
+required ones and looked up among the forbidden ones.
+
+Attribution is the ledger's contract: each item keeps the rule and the step
+(origin, an index into the QP's step log) of the expectation that booked it,
+and a later expectation that speaks about the same event replaces the earlier
+rule, so a divergence always names the step that made it due or forbidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from models import rules
+from models.enums import EventType, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion
+from models.sources import Rule
+
+from .device import Completion
+from .text import completion_text
+
+QUEUES = ("send", "recv")
+
+
+@dataclass(frozen=True)
+class Because:
+    """The rule and the step (index in the QP's step log) behind an expectation."""
+
+    rule: Rule
+    origin: int
+
+
+@dataclass
+class Due:
+    """A completion that must appear, and why."""
+
+    completion: ExpectedCompletion
+    rule: Rule
+    origin: int
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class Required:
+    """An event that must appear, and why."""
+
+    event: EventType
+    rule: Rule
+    origin: int
+
+
+class Found(Enum):
+    """How one polled completion relates to the ledger."""
+
+    MATCH = "match"  # the head of its queue, right status
+    STATUS = "status"  # the head of its queue, wrong status
+    ORDER = "order"  # due, but not the head of its queue
+    NEVER = "never"  # a WR that must never run (discarded, refused, destroyed)
+    EXCUSED = "excused"  # late, after a quirk excused it missing
+    DUPLICATE = "duplicate"  # its WR already completed
+    UNKNOWN = "unknown"  # nothing the ledger knows (the rule set decides)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The ledger's verdict on one completion: what it was, the rule, the step, the due."""
+
+    found: Found
+    because: Because | None = None
+    expected: str = ""
+    due: Due | None = None
+
+
+def completion_rule(exp: Expectation, c: ExpectedCompletion, wire: Rule | None = None) -> Rule:
+    """The rule that really decides one due completion.
+
+    A flush after a move to ERR is the flush rule; what the wire did to a send is
+    the wire's rule; anything else is the rule of the verb that made it due.
+    """
+    if wire is not None and c.status != WCStatus.WR_FLUSH_ERR:
+        return wire
+    if c.status == WCStatus.WR_FLUSH_ERR and rules.FLUSH_ON_ERROR in exp.checked:
+        return rules.FLUSH_ON_ERROR
+    return exp.rule
+
+
+def event_rule(exp: Expectation, event: EventType) -> Rule:
+    """The rule that decides whether an event may appear after `exp`."""
+    if event == EventType.SQ_DRAINED:
+        return rules.SQD_DRAINED_EVENT
+    return rules.MODIFY_NO_EVENT if exp.verb == "modify" else exp.rule
+
+
+def never_rule(exp: Expectation) -> Rule:
+    """The rule that forbids the WRs a verb left never-run (RESET, destroy, a refused post)."""
+    return {"modify": rules.DISCARD_ON_RESET, "destroy": rules.DESTROY}.get(exp.verb, exp.rule)
+
+
+@dataclass
+class Ledger:
+    """Due completions per queue, required and forbidden events, and the WR history of a QP."""
+
+    due: dict[str, list[Due]] = field(default_factory=lambda: {q: [] for q in QUEUES})
+    required: list[Required] = field(default_factory=list)
+    forbidden: dict[EventType, Because] = field(default_factory=dict)
+    never: dict[int, Because] = field(default_factory=dict)
+    done: dict[int, Because] = field(default_factory=dict)
+    excused: set[int] = field(default_factory=set)  # missing, a quirk allowed it: may come late
+
+    # ------------------------------------------------------------------------- booking
+    def expect(
+        self,
+        exp: Expectation,
+        origin: int,
+        wire: Rule | None = None,
+        tags: tuple[str, ...] = (),
+        skip: int = 0,
+    ) -> None:
+        """Book what an accepted `exp` makes due (its first `skip` completions already came).
+
+        A modify states the complete list of events that must not follow it, so it
+        replaces the forbidden set; any other expectation adds to it.
+        """
+        for c in exp.completions[skip:]:
+            self.add_due(c, completion_rule(exp, c, wire), origin, tags)
+        self.required.extend(Required(e, event_rule(exp, e), origin) for e in exp.events)
+        if exp.verb == "modify":
+            self.forbidden = {}
+        for e in exp.forbidden_events:
+            self.forbidden[e] = Because(event_rule(exp, e), origin)
+
+    def add_due(
+        self, c: ExpectedCompletion, rule: Rule, origin: int, tags: tuple[str, ...] = ()
+    ) -> None:
+        """One completion that must appear (after the ones already due on its queue)."""
+        self.due[c.queue].append(Due(c, rule, origin, tags))
+
+    def forbid(self, events: tuple[EventType, ...], rule: Rule, origin: int) -> None:
+        """These events must not appear from now on (the newest rule names them)."""
+        for e in events:
+            self.forbidden[e] = Because(rule, origin)
+
+    def note_never_run(self, wr_ids: set[int], exp: Expectation, origin: int) -> None:
+        """WRs the model now says never run; the first verb that said so is their reason."""
+        for wr in wr_ids - self.never.keys():
+            self.never[wr] = Because(never_rule(exp), origin)
+
+    # ------------------------------------------------------------------------ matching
+    def match(self, wc: Completion) -> Finding:
+        """Classify one polled completion and take it off the books."""
+        queue = self.due[wc.queue]
+        if wc.wr_id in self.excused:
+            self.excused.discard(wc.wr_id)
+            return Finding(Found.EXCUSED)
+        if wc.wr_id in self.never:
+            return Finding(Found.NEVER, self.never[wc.wr_id],
+                           f"no completion ever for wr {wc.wr_id}")
+        if queue and queue[0].completion.wr_id == wc.wr_id:
+            head = queue.pop(0)
+            self.done[wc.wr_id] = Because(head.rule, head.origin)
+            if head.completion.status != wc.status:
+                return Finding(Found.STATUS, self.done[wc.wr_id],
+                               completion_text(head.completion), head)
+            return Finding(Found.MATCH, self.done[wc.wr_id], due=head)
+        hit = next((d for d in queue if d.completion.wr_id == wc.wr_id), None)
+        if hit is not None:
+            expected = "in order: " + ", ".join(completion_text(d.completion) for d in queue)
+            queue.remove(hit)
+            self.done[wc.wr_id] = Because(hit.rule, hit.origin)
+            return Finding(Found.ORDER, self.done[wc.wr_id], expected, hit)
+        if wc.wr_id in self.done:
+            return Finding(Found.DUPLICATE, self.done[wc.wr_id], f"wr {wc.wr_id} completes once")
+        return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
+
+    def claim(self, event: EventType) -> bool:
+        """Take one required `event` off the books, if it was required."""
+        for pending in self.required:
+            if pending.event == event:
+                self.required.remove(pending)
+                return True
+        return False
+
+    # ----------------------------------------------------------------------- questions
+    def waiting(self) -> bool:
+        """Is anything still due (a completion or a required event)?"""
+        return bool(self.due["send"] or self.due["recv"] or self.required)
+
+    def due_text(self) -> str:
+        """Everything due, in words."""
+        return ", ".join(completion_text(d.completion) for q in QUEUES for d in self.due[q])
+
+    def take_missing(self) -> list[list[Due]]:
+        """Everything still due, grouped by the step and rule that made it due (and cleared)."""
+        groups: dict[tuple[int, str], list[Due]] = {}
+        for q in QUEUES:
+            for d in self.due[q]:
+                groups.setdefault((d.origin, d.rule.id), []).append(d)
+            self.due[q] = []
+        return sorted(groups.values(), key=lambda g: g[0].origin)
+
+    def take_required(self) -> list[Required]:
+        """The required events still missing (and cleared)."""
+        missing, self.required = self.required, []
+        return missing

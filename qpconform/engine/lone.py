@@ -1,0 +1,353 @@
+"""The lone-QP rule set: QPs with no peer, every verb compared with the model.
+
+For each verb the model is asked first (an Expectation), then the device; the
+engine compares the outcome and books what is due; the state read back with
+query_qp must be the model's. `settle()` observes every open QP for one bounded
+window (plus a longer bounded wait only while something is due) and judges what
+came and what did not. Used by the deterministic sweeps and QPMachine.
+
+A lone QP has no wire, so the only completion the ledger may not know is that
+of a send the model knows is started (a UD send to itself): the model learns it
+(`explain_completion`). Events nobody booked are kept, not judged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from models import rules
+from models.enums import STATES, Attr, QPState, QPType, WCStatus
+from models.outcomes import Expectation
+from models.qp import QPModel
+from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceSink
+
+from .core import Engine, Track
+from .device import Completion, Device, QPHandle, QueryResult, VerbResult
+from .judge import Judge, StepRecorder
+from .ledger import Because
+from .quirks import Quirks
+from .text import describe_result, masked_attrs
+
+S = QPState
+REPRODUCER_DIR = OUT_DIR / "reproducers"
+MUST_WAIT = 2.0
+#: Values for fields a device's valid_attrs() may leave out.
+FALLBACK_ATTRS: dict[str, int] = {
+    "en_sqd_async_notify": 1,
+    "path_mig_state": 0,
+    "rate_limit": 0,
+    "alt_timeout": 14,
+}
+
+
+class CheckedQP:
+    """One device QP and its QPModel: every call compared, every step logged."""
+
+    def __init__(self, checker: Checker, handle: QPHandle, model: QPModel) -> None:
+        self.checker = checker
+        self.handle = handle
+        self.model = model
+        self.qp_type = QPType(handle.qp_type)
+        self.track = Track(handle, model, self.qp_type, handle.qp_num, steps=[])
+        self.destroyed = False
+        self._valid: dict[str, int] | None = None
+
+    @property
+    def qp_num(self) -> int:
+        return self.handle.qp_num
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The step log (what a reproducer replays)."""
+        return self.track.steps
+
+    @property
+    def broken(self) -> bool:
+        """An unknown divergence was raised: the model may be off."""
+        return self.track.broken
+
+    def __repr__(self) -> str:
+        return f"<CheckedQP {self.qp_type.name} 0x{self.qp_num:x} {self.model.state.name}>"
+
+    # ------------------------------------------------------------------------- verbs
+    def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
+        """modify_qp on model and device; the state is read back and compared."""
+        mask = Attr(int(mask))
+        given = {k: int(v) for k, v in attrs.items()}
+        exp = self.model.modify(given, mask)
+        res = self.handle.modify(given, mask)
+        self._conclude(exp, res, {"attrs": given, "mask": mask}, self.handle.query().state)
+        return res
+
+    def query(self) -> QueryResult:
+        """query_qp: the device's state must be the model's."""
+        exp = self.model.query()
+        found = self.handle.query()
+        self._conclude(exp, VerbResult(True), {}, found.state)
+        return found
+
+    def post_send(self, wr_id: int | None = None) -> VerbResult:
+        """One signaled send WR (the checker picks a unique wr_id if none is given)."""
+        wr = self.checker.next_wr_id() if wr_id is None else wr_id
+        exp = self.model.post_send(wr)
+        res = self.handle.post_send(wr)
+        self._conclude(exp, res, {"wr_id": wr}, None)
+        return res
+
+    def post_recv(self, wr_id: int | None = None) -> VerbResult:
+        """One receive WR (the checker picks a unique wr_id if none is given)."""
+        wr = self.checker.next_wr_id() if wr_id is None else wr_id
+        exp = self.model.post_recv(wr)
+        res = self.handle.post_recv(wr)
+        self._conclude(exp, res, {"wr_id": wr}, None)
+        return res
+
+    def settle(self, window: float | None = None) -> None:
+        """Poll CQs and events for one bounded window and compare (see Checker.settle)."""
+        self.checker.settle(window)
+
+    def destroy(self) -> None:
+        """Settle what is due (it is unobservable afterwards), then destroy_qp."""
+        if self.destroyed:
+            return
+        try:
+            if not self.broken:
+                self.checker.settle()
+        finally:
+            if not self.destroyed:
+                exp = self.model.destroy()
+                self.handle.destroy()
+                self.model.apply(exp, True)
+                self.checker.log_step(self.track, exp, VerbResult(True), {})
+                self.destroyed = True
+                self.checker.forget(self)
+
+    def check_state(self) -> None:
+        """Query the device (not logged as a step): its state must be the model's."""
+        found = self.handle.query().state
+        if found != self.model.state:
+            chk, origin = self.checker, self.track.last()
+            d = chk.divergence(
+                self.track, "state", rules.QUERY, origin,
+                expected=f"state {self.model.state.name}", observed=f"state {found.name}",
+                tags=[found.name], verb="query", attrs={}, mask=[],
+            )
+            chk.diverge(self.track, d)
+            chk.follow_state(self.track, found, origin)
+
+    def _conclude(
+        self, exp: Expectation, res: VerbResult, step: dict[str, Any], seen: QPState | None
+    ) -> None:
+        chk = self.checker
+        chk.note(self.track, exp)
+        idx, known = chk.conclude(self.track, exp, res, step, seen)
+        want = exp.state_after(res.accepted)
+        if seen is not None and seen != want:
+            if known is None:
+                d = chk.divergence(
+                    self.track, "state", exp.rule, idx,
+                    f"{describe_result(res)}, state {want.name}", describe_result(res, seen),
+                    ["accepted" if res.accepted else "refused", seen.name],
+                )
+                known = chk.diverge(self.track, d)
+            chk.follow_state(self.track, seen, idx)
+        chk.flush_notes("known" if known else "match")
+
+    # --------------------------------------------------------------------- bring-up
+    def valid_attrs(self) -> dict[str, int]:
+        """A valid value for every field (the device's, plus fallbacks), cached per QP."""
+        if self._valid is None:
+            found = dict(FALLBACK_ATTRS)
+            found["alt_port_num"] = self.checker.device.port
+            found.update(self.checker.device.valid_attrs(self.handle))
+            self._valid = found
+        return dict(self._valid)
+
+    def attrs_for(self, mask: Attr, nxt: QPState | None = None) -> dict[str, int]:
+        """Valid values for the fields of mask; qp_state=nxt, cur_qp_state=the model's state."""
+        valid = self.valid_attrs()
+        valid["qp_state"] = int(self.model.state if nxt is None else nxt)
+        valid["cur_qp_state"] = int(self.model.state)
+        return masked_attrs(valid, mask)
+
+    def transition_attrs(self, nxt: QPState) -> tuple[dict[str, int], Attr]:
+        """Valid attrs and the exactly-required mask (|STATE) for current -> nxt."""
+        entry = self.model.table.lookup(self.qp_type, self.model.state, nxt)
+        if entry is None:
+            raise ValueError(f"{self.qp_type.name} {self.model.state.name}->{nxt.name} is invalid")
+        mask = Attr(entry.required | Attr.STATE)
+        return self.attrs_for(mask, nxt), mask
+
+    def bring_to(self, state: QPState) -> None:
+        """Walk the shortest legal path from the current state (through RESET if need be).
+
+        The path is recomputed after every hop from the model's state, which follows the
+        device: a hop the device refused as a known quirk (rxe refuses to leave SQD while
+        draining) is then routed around instead of being retried.
+        """
+        refused: set[tuple[QPState, QPState]] = set()
+        for _ in range(4 * len(STATES)):  # bounded: each refused hop is avoided afterwards
+            if self.model.state == state:
+                return
+            cur = self.model.state
+            nxt = self.path_to(state, avoid=refused)[0]
+            self.modify(*self.transition_attrs(nxt))
+            if self.model.state == cur and nxt != cur:
+                refused.add((cur, nxt))
+        raise ValueError(f"could not bring the QP to {state.name}: the device kept refusing")
+
+    def path_to(
+        self, state: QPState, avoid: set[tuple[QPState, QPState]] | None = None
+    ) -> list[QPState]:
+        """Shortest list of modify targets from the model's state to state (skipping avoid)."""
+        start = self.model.state
+        came: dict[QPState, QPState | None] = {start: None}
+        todo = deque([start])
+        while todo:
+            cur = todo.popleft()
+            if cur == state:
+                path = []
+                while came[cur] is not None:
+                    path.append(cur)
+                    cur = came[cur]  # type: ignore[assignment]
+                return path[::-1]
+            for nxt in self.model.table.targets(self.qp_type, cur):
+                if nxt not in came and (cur, nxt) not in (avoid or ()):
+                    came[nxt] = cur
+                    todo.append(nxt)
+        raise ValueError(f"{state.name} cannot be reached by modify_qp from {start.name}")
+
+
+class Checker(Engine):
+    """Opens checked QPs on a device and judges every divergence (quirk, or error)."""
+
+    def __init__(
+        self,
+        device: Device,
+        variant: str = "linux",
+        quirks: Quirks | None = None,
+        recorder: StepRecorder | None = None,
+        settle_window: float = 0.05,
+        *,
+        must_wait: float = MUST_WAIT,
+        sink: DivergenceSink | None = None,
+        reproducer_dir: Path | None = REPRODUCER_DIR,
+    ) -> None:
+        identity = dict(device.identity())
+        identity.setdefault("device", device.name)
+        identity.setdefault("port", str(device.port))
+        identity.setdefault("gid_index", str(device.gid_index))
+        judge = Judge(
+            quirks,
+            sink if sink is not None else DivergenceFile(),
+            recorder,
+            reproducer_dir=reproducer_dir,
+        )
+        super().__init__(judge, identity)
+        self.device = device
+        self.variant = variant
+        self.settle_window = settle_window
+        self.must_wait = must_wait
+        self._live: list[CheckedQP] = []
+        self._wr_ids = itertools.count(1)
+
+    @property
+    def quirks(self) -> Quirks:
+        """The quirks divergences are judged with."""
+        return self.judge.quirks
+
+    @property
+    def known(self) -> list[Divergence]:
+        """Known divergences seen so far."""
+        return self.judge.known
+
+    @property
+    def qps(self) -> list[CheckedQP]:
+        """The QPs still open."""
+        return list(self._live)
+
+    def identity(self) -> dict[str, str]:
+        """The device identity, with name, port and gid_index (a reproducer needs them)."""
+        return dict(self.device_identity)
+
+    def open_qp(self, qp_type: QPType) -> CheckedQP:
+        """A new QP in RESET with its model (raises UnsupportedQPType)."""
+        qp_type = QPType(qp_type)
+        handle = self.device.create_qp(qp_type)
+        qp = CheckedQP(self, handle, QPModel(qp_type, self.variant, self.device.caps))
+        self._live.append(qp)
+        return qp
+
+    def next_wr_id(self) -> int:
+        """A wr_id never used before in this checker."""
+        return next(self._wr_ids)
+
+    def forget(self, qp: CheckedQP) -> None:
+        """A QP was destroyed: stop observing it."""
+        if qp in self._live:
+            self._live.remove(qp)
+
+    def close(self) -> None:
+        """Destroy every QP still open, without comparing anything (teardown).
+
+        Every QP is tried even if one fails; the first failure is raised at the end.
+        """
+        failure: Exception | None = None
+        for qp in list(self._live):
+            qp.destroyed = True
+            self.forget(qp)
+            try:
+                qp.handle.destroy()
+            except Exception as exc:  # keep destroying the others
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def settle(self, window: float | None = None) -> None:
+        """Observe every open QP for one window, then compare.
+
+        Anything still due (a completion or a required event) gets a longer bounded
+        wait (must_wait); after that it is a divergence.
+        """
+        self.observe(self.settle_window if window is None else window, self.must_wait)
+
+    # -------------------------------------------------------------- the rule set's part
+    def tracks(self) -> list[Track]:
+        return [q.track for q in self._live]
+
+    def on_unknown(self, track: Track) -> None:
+        self.flush_notes("divergence")
+
+    def explain_completion(self, track: Track, wc: Completion) -> bool:
+        """A started send or a queued receive completing on its own: the model learns it."""
+        model = track.model
+        if wc.queue == "send" and wc.wr_id in model.in_flight:
+            order = model.in_flight
+            rule = rules.SEND_DONE
+        elif wc.queue == "recv" and wc.wr_id in model.recvs:
+            order = model.recvs
+            rule = rules.RECV_DONE
+        else:
+            return False
+        if order[0] != wc.wr_id:
+            d = self.divergence(
+                track, "order", rule, track.last(), f"in order: {order}",
+                f"completion wr {wc.wr_id}",
+                [f"status={WCStatus(wc.status).name}", f"queue={wc.queue}"],
+            )
+            self.diverge(track, d)
+            return True
+        if wc.queue == "send":
+            exp = model.send_completed(WCStatus(wc.status))
+        else:
+            exp = model.recv_completed(WCStatus(wc.status))
+        origin = track.last()
+        track.ledger.done[wc.wr_id] = Because(exp.rule, origin)
+        track.ledger.expect(exp, origin, skip=1)
+        self.note(track, exp)
+        self.flush_notes("match")
+        return True

@@ -1,0 +1,490 @@
+"""The connected-pair rule set: two QPs, the wire between them, checked against PairModel.
+
+`PairHarness` drives a pair device (the pyverbs pair of fixtures/, or a fake)
+step by step. Each verb goes through the engine (outcome, model, ledger), then
+the wire: `PairModel.progress()` decides what happened to every started send
+and the harness books, under the wire's rule and step, the completions and
+events due on each end and the events that must not follow an error completion.
+After every verb the pair settles (a bounded wait that ends as soon as
+everything due was seen) and both states are read back; `quiet` is the one
+deliberate "must not happen" window.
+
+What is the pair's own: an automatic move to ERR/SQE is observed through
+query_qp and followed (with the flushes it owes) before its flushes are
+matched; an SQD drain the device ends early is followed (its started sends are
+held); an event nobody booked is a divergence; a known divergence that left
+WRs the model cannot place marks the pair `desynced`, and `resync()` brings
+both ends through RESET.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models import rules
+from models.enums import Attr, EventType, QPState, WCStatus
+from models.outcomes import Expectation
+from models.pair import SIDES, Fault, Op, PairModel, WireSettings
+from models.sources import Rule, Source
+from reports.divergence import Divergence, DivergenceFile, DivergenceSink
+
+from .connect import FAST, bring_up_mask
+from .core import Engine, Track
+from .device import Completion, PairDevice, QueryResult, VerbResult
+from .judge import DivergenceError, Judge, StepRecorder
+from .ledger import Because, Ledger
+from .quirks import Quirks
+
+S = QPState
+NO_BITS = Attr(0)
+QUIET_WINDOW = float(os.environ.get("QPCONFORM_QUIET_WINDOW", "0.15"))
+_AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.")  # rules of wire-caused state changes
+_DEFAULT_SINK: Any = object()  # "reports/out/divergences.json" (None: record nowhere)
+
+UNEXPECTED_COMPLETION = Rule(
+    "pair.completion.unexpected",
+    "a completion appears only for a WR the model says completes now (each WR once, in order)",
+    Source("IBTA Vol. 1", "ch. 10.8 Work request processing / completion ordering"),
+)
+UNEXPECTED_EVENT = Rule(
+    "pair.event.unexpected",
+    "only the affiliated async events the spec names for what happened may appear",
+    Source("IBTA Vol. 1", "ch. 11.6.3 Asynchronous events"),
+)
+STATE_RULE = Rule(
+    "pair.state",
+    "after every step both QPs are in the state the model says",
+    Source("IBTA Vol. 1", "ch. 10.3.1 QP states"),
+)
+SQ_DRAINING = Rule(
+    "pair.sqd.sq_draining",
+    "in SQD the drain ends (sq_draining 0, SQ_DRAINED if asked) only once every send that was "
+    "started before SQD has completed; query reports sq_draining = 1 until then",
+    Source(
+        "IBTA Vol. 1",
+        "ch. 10.3.1 QP states (SQD: Draining / Drained) and ch. 11.6.3 affiliated events; "
+        "man ibv_query_qp(3): sq_draining",
+        "Send Queue Drained: all outstanding messages have been completed",
+    ),
+)
+#: The verb a pair record names, by kind of divergence (outcome: the verb itself).
+_RECORD_VERBS = {
+    "status": "completion",
+    "order": "completion",
+    "completion": "completion",
+    "missing_completion": "completion",
+    "event": "event",
+    "missing_event": "event",
+    "state": "query",
+}
+
+@dataclass
+class _EndState:
+    """What the pair rule set knows of one end beyond its ledger."""
+
+    state_because: Because = field(default_factory=lambda: Because(STATE_RULE, -1))
+    resumed: set[int] = field(default_factory=set)  # sends started by SQD->RTS
+    early_drain: bool = False  # the device ended a drain before the model (followed)
+
+
+class PairHarness(Engine):
+    """Drive a pair device and its PairModel in lock step; every difference is a divergence.
+
+    A divergence a quirk covers is recorded as known (`known_quirk`), the harness
+    follows the device and the run goes on; any other raises DivergenceError with
+    the record's readable report (event divergences are kept for `finish()` when
+    `defer_events`). Every record goes to `sink` (default
+    reports/out/divergences.json) and to the run recorder, which also counts every
+    compared step.
+    """
+
+    stray_completion_rule = UNEXPECTED_COMPLETION
+    poll_interval = 0.01
+
+    def __init__(
+        self,
+        device: PairDevice,
+        settings: WireSettings = FAST,
+        *,
+        quirks: Quirks | None = None,
+        recorder: StepRecorder | None = None,
+        sink: DivergenceSink | None = _DEFAULT_SINK,
+        time_scale: float | None = None,
+        defer_events: bool = False,
+    ) -> None:
+        judge = Judge(
+            quirks,
+            DivergenceFile() if sink is _DEFAULT_SINK else sink,
+            recorder,
+            defer_events=defer_events,
+        )
+        super().__init__(judge, dict(device.identity))
+        self.dev = device
+        self.model = PairModel(device.qp_type, settings=settings)
+        self.settings = settings
+        scale = time_scale or float(os.environ.get("QPCONFORM_TIME_SCALE", "1"))
+        self.bound = settings.bound() * scale
+        self.quiet_window = QUIET_WINDOW * scale
+        self.steps: list[dict[str, Any]] = []  # one log for both ends
+        self.ends: dict[str, Track] = {}
+        self.end_state: dict[str, _EndState] = {}
+        for side in SIDES:
+            self._fresh(side)
+        self.observed_events: dict[str, list[EventType]] = {s: [] for s in SIDES}
+        self.desynced = False  # a known divergence left WRs the model cannot place
+        self._ids: Iterator[int] = itertools.count(1)
+        self._retrying = False
+
+    def _fresh(self, side: str) -> None:
+        """A new track for `side` (new QP, or its books cleared)."""
+        end = self.dev.end(side)
+        self.ends[side] = Track(
+            end, self.model.qp(side), self.dev.qp_type, getattr(end, "qp_num", None),
+            self.steps, side=side, ledger=Ledger(),
+        )
+        self.end_state[side] = _EndState()
+
+    @property
+    def known(self) -> list[Divergence]:
+        """Known divergences seen so far."""
+        return self.judge.known
+
+    @property
+    def deferred(self) -> list[Divergence]:
+        """Unknown event divergences kept for finish()."""
+        return self.judge.deferred
+
+    # ----------------------------------------------------------------------- verbs
+    def next_wr_id(self) -> int:
+        """Pair-unique WR ids, so a completion can never be mistaken for another end's."""
+        return next(self._ids)
+
+    def transition(
+        self,
+        side: str,
+        nxt: QPState,
+        extra: Mapping[str, int] | None = None,
+        extra_mask: Attr = NO_BITS,
+    ) -> tuple[dict[str, int], Attr]:
+        """Valid attrs and the required mask (|STATE|extra_mask) for side's current -> nxt."""
+        qp = self.model.qp(side)
+        attrs = {**self.dev.values(side), **(extra or {}), "qp_state": int(nxt)}
+        required = bring_up_mask(self.dev.qp_type, qp.state, nxt)
+        return attrs, required | Attr.STATE | extra_mask
+
+    def modify(
+        self,
+        side: str,
+        nxt: QPState,
+        extra: Mapping[str, int] | None = None,
+        extra_mask: Attr = NO_BITS,
+        mask: Attr | None = None,
+    ) -> VerbResult:
+        """modify_qp(side -> nxt) with valid attrs; compared, then the pair settles."""
+        attrs, req_mask = self.transition(side, nxt, extra, extra_mask)
+        mask = req_mask if mask is None else mask
+        qp = self.model.qp(side)
+        held = set(qp.outstanding_sends) - set(qp.in_flight)
+        exp = self.model.modify(side, attrs, mask)
+        res = self.dev.end(side).modify(attrs, mask)
+        self._verb(side, exp, res, {"attrs": attrs, "mask": mask}, resumed=held)
+        return res
+
+    def post_send(self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE) -> int:
+        """post_send of one signaled WR; returns its wr_id."""
+        wr_id = self.next_wr_id()
+        exp = self.model.post_send(side, wr_id, op, fault)
+        res = self.dev.end(side).post_send(wr_id, op, fault)
+        self._verb(side, exp, res, {"wr_id": wr_id, "op": str(op), "fault": str(fault)})
+        return wr_id
+
+    def post_recv(self, side: str) -> int:
+        """post_recv of one WR; returns its wr_id."""
+        wr_id = self.next_wr_id()
+        exp = self.model.post_recv(side, wr_id)
+        res = self.dev.end(side).post_recv(wr_id)
+        self._verb(side, exp, res, {"wr_id": wr_id})
+        return wr_id
+
+    def query(self, side: str) -> QueryResult:
+        """query_qp on one end, its state compared with the model."""
+        got = self.dev.end(side).query()
+        self._compare_state(side, got)
+        return got
+
+    def destroy(self, side: str) -> None:
+        """destroy_qp on one end ("the peer is gone")."""
+        self.collect()  # nothing may be lost with the CQs
+        track = self.ends[side]
+        exp = self.model.destroy(side)
+        self.dev.end(side).destroy()
+        self.model.apply(side, exp, True)
+        self.log_step(track, exp, VerbResult(True), {})
+        self.note(track, exp)
+        self._fresh(side)
+        self._wire()
+        self.flush_notes("match")
+
+    def recreate(self, side: str) -> None:
+        """A new QP for a destroyed end, in RESET."""
+        self.dev.recreate(side)
+        self.model.recreate(side)
+        self._fresh(side)
+        self.steps.append(
+            {"verb": "create", "side": side, "expected": "RESET", "observed": "created"}
+        )
+
+    def resync(self) -> None:
+        """Both ends to RESET and back to RTS: nothing a known divergence left stays behind."""
+        for side in SIDES:
+            if side in self.model.gone:
+                self.recreate(side)
+            elif self.model.qp(side).state != S.RESET:
+                self.modify(side, S.RESET)
+        for side in SIDES:
+            self.ends[side].ledger.excused.clear()
+        self.desynced = False
+        self.connect()
+
+    # ------------------------------------------------------------------ bring-up
+    def bring_up(self, side: str, to: QPState = S.RTS) -> None:
+        """RESET/INIT/... -> `to` along INIT, RTR, RTS, with PSNs synced to the peer."""
+        order = [S.RESET, S.INIT, S.RTR, S.RTS]
+        psns = self.peer_psns(side)
+        while self.model.qp(side).state != to:
+            cur = self.model.qp(side).state
+            nxt = order[order.index(cur) + 1]
+            res = self.modify(side, nxt, psns)
+            if not res.accepted:
+                track = self.ends[side]
+                raise DivergenceError(
+                    self.divergence(
+                        track, "outcome", STATE_RULE, track.last(),
+                        f"bring-up {cur.name}->{nxt.name} accepted",
+                        f"refused errno={res.errno} {res.detail}", ["refused"], verb="modify",
+                    )
+                )
+
+    def connect(self) -> None:
+        """Both ends to RTS (INIT, RTR, RTS on each)."""
+        for st in (S.INIT, S.RTR, S.RTS):
+            for side in SIDES:
+                self.bring_up(side, st)
+
+    def peer_psns(self, side: str) -> dict[str, int]:
+        """rq_psn/sq_psn that match the peer's current send/expected PSNs (after a reset)."""
+        peer = self.model.peer_of(side)
+        if peer in self.model.gone or self.model.qp(peer).state in (S.RESET, S.INIT):
+            return {}
+        got = self.dev.end(peer).query().attrs
+        return {"rq_psn": got.get("sq_psn", 0), "sq_psn": got.get("rq_psn", 0)}
+
+    # ------------------------------------------------------------------ observing
+    def settle(self, bound: float | None = None) -> None:
+        """Observe until every due completion and event was seen (at most `bound` s)."""
+        self.observe(0.0, self.bound if bound is None else bound)
+        self._check_states()
+
+    def quiet(self, window: float | None = None) -> None:
+        """The deliberate "must not happen" window: observe for `window` s, then check."""
+        self.observe(self.quiet_window if window is None else window, 0.0)
+        self._check_states()
+
+    def close(self) -> None:
+        """Release the device pair."""
+        self.dev.close()
+
+    def finish(self) -> None:
+        """Raise the first deferred event divergence (all of them are in the message)."""
+        self.judge.finish()
+
+    # -------------------------------------------------------------- the rule set's part
+    def tracks(self) -> list[Track]:
+        return [self.ends[s] for s in SIDES if s not in self.model.gone]
+
+    def record_verb(self, kind: str) -> str | None:
+        return _RECORD_VERBS.get(kind)
+
+    def on_unknown(self, track: Track) -> None:
+        self.flush_notes("divergence")
+
+    def on_known_missing(self, track: Track, wr_ids: list[int]) -> None:
+        self.desynced = True  # they may still come, late; the queues may now differ
+
+    def unbooked_event_rule(self, track: Track, event: EventType) -> Rule:
+        return rules.SQD_DRAINED_EVENT if event == EventType.SQ_DRAINED else UNEXPECTED_EVENT
+
+    def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
+        fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
+        if wc.queue == "send" and (expected.status not in fine or wc.status not in fine):
+            self._sync_state(track.side)  # an error moved the QP: compare before its flushes
+
+    def explain_completion(self, track: Track, wc: Completion) -> bool:
+        """A flush of something outstanding: the QP left its state on its own. Compare the
+        state (and follow it, if known), then match the completion once more."""
+        qp = track.model
+        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
+        if self._retrying or wc.status != WCStatus.WR_FLUSH_ERR or not outstanding:
+            return False
+        self._sync_state(track.side)
+        self._retrying = True
+        try:
+            self.on_completion(track, wc)
+        finally:
+            self._retrying = False
+        return True
+
+    def on_event(self, track: Track, event: EventType) -> None:
+        side = track.side
+        assert side is not None
+        qp, mine = track.model, self.end_state[side]
+        self.observed_events[side].append(event)
+        drained = event == EventType.SQ_DRAINED and qp.state == S.SQD
+        if drained and track.ledger.due["send"]:  # a correct device completes the sends first
+            for c in sorted(self.dev.end(side).poll(), key=lambda c: c.queue != "send"):
+                self.on_completion(track, c)
+        unfinished = [
+            d for d in track.ledger.due["send"] if d.completion.status == WCStatus.SUCCESS
+        ]
+        if not (drained and (qp.draining or mine.early_drain or bool(unfinished))):
+            super().on_event(track, event)
+            return
+        d = self.divergence(
+            track, "event", SQ_DRAINING, track.last(),
+            f"no {event.name} event while started sends are outstanding",
+            f"event {event.name}", [f"event={event.name}"],
+        )
+        if self.diverge(track, d) is not None:
+            mine.early_drain = False
+            track.ledger.required = [
+                r for r in track.ledger.required if r.event != EventType.SQ_DRAINED
+            ]
+            self._follow_drained(side)
+
+    # ------------------------------------------------------------------- internals
+    def _verb(
+        self,
+        side: str,
+        exp: Expectation,
+        res: VerbResult,
+        step: dict[str, Any],
+        resumed: set[int] | None = None,
+    ) -> None:
+        track = self.ends[side]
+        self.note(track, exp)
+        known_before = len(self.known)
+        idx, _ = self.conclude(track, exp, res, step)
+        if res.accepted:
+            if exp.state_if_accepted != exp.state_before:
+                self.end_state[side].state_because = Because(exp.rule, idx)
+            if exp.verb == "modify" and resumed:
+                in_flight = set(self.model.qp(side).in_flight)
+                self.end_state[side].resumed |= resumed & in_flight
+        self._wire()
+        self.settle()
+        self.flush_notes("known" if len(self.known) > known_before else "match")
+
+    def _wire(self) -> None:
+        """Book what the wire did to every send it could finish, under its rule and step."""
+        for ws in self.model.progress():
+            self.steps.append(
+                {
+                    "verb": "wire",
+                    "side": ws.requester,
+                    "wr_id": ws.wr_id,
+                    "expected": ws.rule.id,
+                    "observed": "-",
+                }
+            )
+            origin = len(self.steps) - 1
+            resumed = ws.wr_id in self.end_state[ws.requester].resumed
+            self.end_state[ws.requester].resumed.discard(ws.wr_id)
+            tags = (f"send_wr={ws.wr_id}",) + (("resumed_by_rts",) if resumed else ())
+            for side, exp in ws.effects:
+                self.note(self.ends[side], exp, ws.rule)
+                self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
+                if exp.rule.id.startswith(_AUTOMATIC_TRANSITIONS):  # automatic: SQE or ERR
+                    self.end_state[side].state_because = Because(exp.rule, origin)
+            for side, events in ws.forbidden.items():
+                self.ends[side].ledger.forbid(events, ws.forbidden_rule, origin)
+
+    def _check_states(self) -> None:
+        for track in self.tracks():
+            side = track.side
+            assert side is not None
+            got = self.dev.end(side).query()
+            deadline = time.monotonic() + self.bound
+            while (
+                got.state == S.SQD == track.model.state
+                and got.sq_draining
+                and not track.model.draining
+                and time.monotonic() < deadline
+            ):  # a drain with nothing in flight ends promptly, not necessarily at once
+                time.sleep(0.01)
+                got = self.dev.end(side).query()
+            self._compare_state(side, got)
+
+    def _sync_state(self, side: str | None) -> None:
+        """After an automatic transition: wait (bounded) for the device to leave the old
+        state, then compare, so a known different state is followed before its flushes."""
+        assert side is not None
+        before = self.model.qp(side).state
+        got = self.dev.end(side).query()
+        deadline = time.monotonic() + self.bound
+        while got.state in (S.RTS, S.SQD) and got.state != before and time.monotonic() < deadline:
+            time.sleep(0.005)
+            got = self.dev.end(side).query()
+        self._compare_state(side, got)
+
+    def _compare_state(self, side: str, got: QueryResult) -> None:
+        track, mine = self.ends[side], self.end_state[side]
+        qp = track.model
+        if got.state != qp.state:
+            why = mine.state_because
+            d = self.divergence(
+                track, "state", why.rule, why.origin, f"state {qp.state.name}",
+                f"state {got.state.name}", [got.state.name],
+            )
+            if self.diverge(track, d) is not None:
+                self.follow_state(track, got.state, track.last())
+                mine.state_because = Because(STATE_RULE, track.last())
+        elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
+            d = self.divergence(
+                track, "state", SQ_DRAINING, track.last(), f"sq_draining={int(qp.draining)}",
+                f"sq_draining={int(got.sq_draining)}", [f"sq_draining={int(got.sq_draining)}"],
+            )
+            if self.diverge(track, d) is not None and not got.sq_draining:
+                self._follow_drained(side)
+                mine.early_drain = True  # its SQ_DRAINED may still come
+
+    def _follow_drained(self, side: str) -> None:
+        """The device ended the drain early (known): its started sends are held, not done.
+
+        Sends the model already let finish on the wire (their completions, and the peer's
+        receive completions, are due) are excused: the device runs them later, if ever.
+        """
+        held = self.model.follow_drained(side)
+        mine = self.ends[side].ledger
+        peer = self.ends[self.model.peer_of(side)].ledger
+        late = [d for d in mine.due["send"] if d.completion.status == WCStatus.SUCCESS]
+        for d in late:
+            mine.due["send"].remove(d)
+            mine.excused.add(d.completion.wr_id)
+            mark = f"send_wr={d.completion.wr_id}"
+            for p in [p for p in peer.due["recv"] if mark in p.tags]:
+                peer.due["recv"].remove(p)
+                peer.excused.add(p.completion.wr_id)
+        self.desynced = self.desynced or bool(late)
+        self.steps.append(
+            {
+                "verb": "follow",
+                "side": side,
+                "expected": "drain over",
+                "observed": f"held {held}, late {[d.completion.wr_id for d in late]}",
+            }
+        )
