@@ -52,6 +52,23 @@ SQD_DRAINED_EVENT = Rule(
     "SQ_DRAINED is raised once draining ends, if and only if EN_SQD_ASYNC_NOTIFY was asked for",
     ibta(_STATES + " (Send Queue Drain state) and ch. 11.6.3 Asynchronous events"),
 )
+SQD_DRAINED_UNASKED = Rule(
+    "ibta.sqd.drained_event.unasked",
+    "SQ_DRAINED is raised at the end of a drain only if EN_SQD_ASYNC_NOTIFY was asked for on "
+    "RTS->SQD",
+    ibta(_STATES + " (Send Queue Drain state) and ch. 11.6.3 Asynchronous events",
+         "generated only if the consumer requested it"),
+)
+SQD_DRAINED_OUTSIDE_SQD = Rule(
+    "ibta.sqd.drained_event.outside_sqd",
+    "SQ_DRAINED is raised only by a QP in SQD whose drain ended",
+    ibta(_STATES + " (Send Queue Drain state) and ch. 11.6.3 Asynchronous events"),
+)
+SQD_DRAINED_ONCE = Rule(
+    "ibta.sqd.drained_event.once",
+    "SQ_DRAINED is raised at most once per drain (per RTS->SQD)",
+    ibta(_STATES + " (Send Queue Drain state) and ch. 11.6.3 Asynchronous events"),
+)
 SQD_HOLDS_NEW_SENDS = Rule(
     "ibta.sqd.hold",
     "send WRs posted in SQD are queued but not started until SQD->RTS",

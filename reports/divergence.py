@@ -33,8 +33,9 @@ class Divergence:
 
     `kind` says what was compared ("outcome", "state", "completion", "order",
     "status", "missing_completion", "event", "missing_event"); `tags` are the
-    words quirk files match with their `observed` key ("accepted", "refused",
-    "errno=EINVAL", a state name, "event=SQ_DRAINED", ...).
+    observed values quirk files match ("outcome=accepted", "errno=EINVAL",
+    "state=ERR", "event=SQ_DRAINED", ...); `context` is what the engine knew at the
+    step (the model's state, the transitions the QP went through, ...).
     """
 
     qp_type: str
@@ -56,6 +57,7 @@ class Divergence:
     tags: list[str] = field(default_factory=list)
     qp_num: int | None = None
     id: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -514,6 +514,27 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "divergences": group_divergences([d for d in divs if not d.get("known_quirk")], base_path),
         "known": group_divergences([d for d in divs if d.get("known_quirk")], base_path),
         "stale_quirks": list(run.get("stale_quirks", [])),
+        "quirk_matches": quirk_matches(divs),
+        "not_applicable_quirks": list(run.get("not_applicable_quirks", [])),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
     }
+
+
+def quirk_matches(divs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per quirk: how many divergences it matched, of which kinds, and on which tests."""
+    found: dict[str, dict[str, Any]] = {}
+    for d in divs:
+        quirk = d.get("known_quirk")
+        if not quirk:
+            continue
+        entry = found.setdefault(quirk, {"id": quirk, "matches": 0, "kinds": {}, "tests": set()})
+        entry["matches"] += 1
+        kind = str(d.get("kind", "?"))
+        entry["kinds"][kind] = entry["kinds"].get(kind, 0) + 1
+        if d.get("test"):
+            entry["tests"].add(str(d["test"]))
+    return [
+        {**e, "tests": sorted(e["tests"]), "kinds": dict(sorted(e["kinds"].items()))}
+        for e in sorted(found.values(), key=lambda e: (-e["matches"], e["id"]))
+    ]

@@ -68,6 +68,7 @@ class RunRecorder:
         self._steps: dict[StepKey, dict[str, Any]] = {}
         self.divergences: list[dict[str, Any]] = []
         self.stale_quirks: dict[str, str] = {}
+        self.not_applicable_quirks: dict[str, str] = {}
         self.unsupported: dict[str, str] = {}
 
     def step(
@@ -103,6 +104,10 @@ class RunRecorder:
         """A quirk that matched nothing in this process (merge keeps it only if none matched)."""
         self.stale_quirks[str(quirk_id)] = detail
 
+    def quirk_not_applicable(self, quirk_id: str, reason: str) -> None:
+        """A quirk of the profile whose version range excludes this run (not loaded)."""
+        self.not_applicable_quirks[str(quirk_id)] = reason
+
     def qp_type_unsupported(self, qp_type: str, reason: str) -> None:
         """The device cannot create this QP type: reported, not a divergence."""
         self.unsupported[str(qp_type)] = reason
@@ -132,6 +137,9 @@ class RunRecorder:
             "steps": steps,
             "divergences": self.divergences,
             "stale_quirks": [{"id": k, "detail": v} for k, v in sorted(self.stale_quirks.items())],
+            "not_applicable_quirks": [
+                {"id": k, "detail": v} for k, v in sorted(self.not_applicable_quirks.items())
+            ],
             "unsupported": dict(sorted(self.unsupported.items())),
         }
 
@@ -173,6 +181,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     divergences: list[dict[str, Any]] = []
     seen: set[str] = set()
     stale: dict[str, str] = {}
+    not_applicable: dict[str, str] = {}
     unsupported: dict[str, str] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -194,6 +203,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
                 divergences.append(d)
         for q in run.get("stale_quirks", []):
             stale[q["id"]] = q.get("detail", "")
+        for q in run.get("not_applicable_quirks", []):
+            not_applicable[q["id"]] = q.get("detail", "")
         unsupported.update(run.get("unsupported", {}))
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
@@ -222,6 +233,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "divergences": divergences,
         "stale_quirks": [
             {"id": k, "detail": v} for k, v in sorted(stale.items()) if k not in matched
+        ],
+        "not_applicable_quirks": [
+            {"id": k, "detail": v} for k, v in sorted(not_applicable.items())
         ],
         "unsupported": dict(sorted(unsupported.items())),
     }

@@ -31,7 +31,8 @@ ILLEGAL_QUIRK = """
 id = "fake.init_to_rts"
 rule = "linux.transition.invalid.INIT->RTS"
 qp_types = ["RC"]
-observed = "accepted"
+kinds = ["outcome"]
+observed = { outcome = "accepted" }
 reason = "the fake skips the table for INIT->RTS"
 evidence = ["tests/fake_device.py accept_illegal_transition"]
 
@@ -167,7 +168,7 @@ def test_known_divergence_passes_and_model_follows_device() -> None:
     qp.check_state()
     qp.bring_to(S.SQD)  # and the run goes on from there
     [known] = checker.known
-    assert known.known_quirk == "fake.init_to_rts" and "accepted" in known.tags
+    assert known.known_quirk == "fake.init_to_rts" and "outcome=accepted" in known.tags
     assert qp.steps[1]["known"] == ["fake.init_to_rts"]
     assert quirks.hits["fake.init_to_rts"] == 1
     assert [q.id for q in quirks.stale()] == ["fake.never_matches"]
@@ -190,7 +191,7 @@ def test_known_missing_completion_is_excused_even_if_it_comes_late() -> None:
 [[quirk]]
 id = "fake.flush_lost"
 rule = "ibta.err.flush"
-observed = "missing_completion"
+kinds = ["missing_completion"]
 reason = "r"
 evidence = ["e"]
 """)
@@ -279,7 +280,7 @@ SQD_EXIT_QUIRK = """
 [[quirk]]
 id = "fake.sqd_exit_refused"
 rule = ["linux.transition.*.SQD->RESET", "linux.transition.*.SQD->RTS"]
-observed = "errno=EINVAL"
+observed = { errno = "EINVAL" }
 reason = "planted"
 evidence = ["tests/fake_device.py refuse_sqd_exit"]
 """

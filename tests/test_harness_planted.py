@@ -39,7 +39,7 @@ EXPECTED_RULE = {
     "flush_out_of_order": "ibta.err.flush",
     "duplicate_completion": "*",  # the rule that made the first completion due
     "event_not_raised": "ibta.sqd.drained_event",
-    "event_unasked": "ibta.sqd.drained_event",
+    "event_unasked": "ibta.sqd.drained_event.unasked",
     "wr_run_after_reset": "ibta.reset.discard",
     "refuse_sqd_exit": "linux.transition.*.SQD->*",
 }

@@ -107,7 +107,7 @@ def test_clean_fake_has_no_divergence(qp_type, scenario):
         ("flush_out_of_order", _flush, "order", "ibta.err.flush"),
         ("duplicate_completion", _duplicate, "completion", "pair.completion.unexpected"),
         ("event_missing", _drain_notify, "missing_event", "ibta.sqd.drained_event"),
-        ("event_unasked", _drain_silent, "event", "ibta.sqd.drained_event"),
+        ("event_unasked", _drain_silent, "event", "ibta.sqd.drained_event.unasked"),
         ("run_after_reset", _reset_then_up, "completion", "ibta.reset.discard"),
         ("event_on_completion_error", _send_error, "event", "pair.completion_error.no_event"),
     ],
@@ -125,8 +125,8 @@ def test_planted_fault_is_caught(qp_type, fault, scenario, kind, rule):
 _QUIRK = """
 [[quirk]]
 id = "fake.sq_drained_unasked"
-rule = "ibta.sqd.drained_event"
-observed = "event=SQ_DRAINED"
+rule = "ibta.sqd.drained_event.unasked"
+observed = { event = "SQ_DRAINED" }
 reason = "planted"
 evidence = ["tests/fake_pair.py event_unasked"]
 """
@@ -182,7 +182,7 @@ def test_known_missing_completion_is_excused_if_it_comes_late():
     from qpconform.engine.quirks import Quirks
 
     quirks = Quirks.from_toml(
-        '[[quirk]]\nid = "late"\nrule = "ibta.err.flush"\nobserved = "missing_completion"\n'
+        '[[quirk]]\nid = "late"\nrule = "ibta.err.flush"\nkinds = ["missing_completion"]\n'
         'reason = "r"\nevidence = ["e"]\n'
     )
     pair = FakePair(QPType.RC, "lost_flush")

@@ -65,10 +65,35 @@ class Track:
     ledger: Ledger = field(default_factory=Ledger)
     broken: bool = False  # an unknown divergence was raised: the model may be off
     settle_step: dict[str, Any] | None = None
+    entered: dict[str, str] = field(default_factory=dict)  # state -> the state it was entered from
+    drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
 
     def last(self) -> int:
         """Index of the newest step (the origin of what is found now)."""
         return len(self.steps) - 1
+
+    def moved(self, before: QPState, after: QPState) -> None:
+        """The QP went from `before` to `after` (a verb, the wire, or a followed device)."""
+        if before != after:
+            self.entered[after.name] = before.name
+        if before == QPState.RTS and after == QPState.SQD:
+            self.drained_events = 0
+
+    def context(self, origin: int) -> dict[str, Any]:
+        """What the engine knows at a divergence: quirk conditions match on it."""
+        step = self.steps[origin] if 0 <= origin < len(self.steps) else {}
+        found: dict[str, Any] = {
+            "state": self.model.state.name,
+            "after": sorted(f"{cur}->{nxt}" for nxt, cur in self.entered.items()),
+        }
+        expect = step.get("expect", {})
+        if expect:
+            found["state_before"] = expect["state_before"]
+            if step.get("verb") == "modify":
+                found["transition"] = f"{expect['state_before']}->{expect['state_if_accepted']}"
+        if "device_sq_draining" in step:
+            found["device_sq_draining"] = step["device_sq_draining"]
+        return found
 
 
 class Engine:
@@ -104,6 +129,10 @@ class Engine:
         """The verb a record of this kind names (None: the verb of the step it comes from)."""
         return None
 
+    def related_tracks(self, track: Track, step: dict[str, Any]) -> list[Track]:
+        """Other QPs whose history matters to a divergence placed at `step`."""
+        return []
+
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
         """Called after a completion matched its due entry (right status or wrong)."""
 
@@ -129,13 +158,14 @@ class Engine:
         idx = self.log_step(track, exp, res, step, seen)
         known: Quirk | None = None
         if not exp.allows(res.accepted, res.errno):
-            tags = outcome_tags(res) + ([seen.name] if seen is not None else [])
+            tags = outcome_tags(res) + ([f"state={seen.name}"] if seen is not None else [])
             d = self.divergence(
                 track, "outcome", exp.rule, idx, describe_expectation(exp),
                 describe_result(res, seen), tags, verb=exp.verb,
             )
             known = self.diverge(track, d)
         track.model.apply(exp, res.accepted)
+        track.moved(exp.state_before, track.model.state)
         if res.accepted:
             track.ledger.expect(exp, idx)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
@@ -215,6 +245,10 @@ class Engine:
         fields.update(override)
         side = [] if track.side is None else [f"side={track.side}"]
         prefix = "" if track.side is None else f"[{track.side}] "
+        context = track.context(origin)
+        for other in self.related_tracks(track, step):  # e.g. the requester of a wire step
+            context["after"] = sorted({*context["after"], *other.context(-1)["after"]})
+        fields.setdefault("context", context)
         return Divergence(
             qp_type=track.qp_type.name,
             expected=prefix + expected,
@@ -242,8 +276,10 @@ class Engine:
     def follow_state(self, track: Track, state: QPState, origin: int) -> None:
         """A known divergence left the QP in `state`: the model follows, and entering ERR
         books the flushes the device now owes."""
+        before = track.model.state
         for c in track.model.follow(state):
             track.ledger.add_due(c, rules.FLUSH_ON_ERROR, origin)
+        track.moved(before, state)
 
     # ------------------------------------------------------------------------- observing
     def collect(self) -> None:
@@ -361,17 +397,24 @@ class Engine:
             self.diverge(track, d)
 
     def on_event(self, track: Track, event: EventType) -> None:
-        """A required event is claimed; a forbidden or unbooked one is judged."""
+        """A required event is claimed; a forbidden or unbooked one is judged (SQ_DRAINED
+        always: unasked, outside SQD and a second one per drain each have a rule)."""
         self._saw(track, f"event {event.name}")
+        drained = event == EventType.SQ_DRAINED
+        if drained:
+            track.drained_events += 1
         if track.ledger.claim(event):
             return
         because = track.ledger.forbidden.get(event)
-        if because is None:
-            rule = self.unbooked_event_rule(track, event)
-            if rule is None:
+        if drained:
+            rule = _drained_rule(track)
+            origin = because.origin if because is not None else track.last()
+        elif because is None:
+            unbooked = self.unbooked_event_rule(track, event)
+            if unbooked is None:
                 self.unclaimed_events.append(AsyncEvent(event, track.qp_num))
                 return
-            origin = track.last()
+            rule, origin = unbooked, track.last()
         else:
             rule, origin = because.rule, because.origin
         d = self.divergence(track, "event", rule, origin, f"no {event.name} event",
@@ -414,3 +457,11 @@ class Engine:
         finally:
             self.close_settle()
 
+
+def _drained_rule(track: Track) -> Rule:
+    """Which promise an SQ_DRAINED nobody required breaks."""
+    if track.model.state != QPState.SQD:
+        return rules.SQD_DRAINED_OUTSIDE_SQD
+    if track.drained_events > 1:
+        return rules.SQD_DRAINED_ONCE
+    return rules.SQD_DRAINED_UNASKED

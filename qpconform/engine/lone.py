@@ -30,7 +30,7 @@ from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, StepRecorder
 from .ledger import Because
 from .quirks import Quirks
-from .text import describe_result, masked_attrs
+from .text import describe_result, masked_attrs, outcome_tags
 
 S = QPState
 REPRODUCER_DIR = OUT_DIR / "reproducers"
@@ -78,9 +78,12 @@ class CheckedQP:
         """modify_qp on model and device; the state is read back and compared."""
         mask = Attr(int(mask))
         given = {k: int(v) for k, v in attrs.items()}
+        step: dict[str, Any] = {"attrs": given, "mask": mask}
+        if self.model.state == S.SQD:  # is the device's drain still running? (quirk context)
+            step["device_sq_draining"] = int(bool(self.handle.query().sq_draining))
         exp = self.model.modify(given, mask)
         res = self.handle.modify(given, mask)
-        self._conclude(exp, res, {"attrs": given, "mask": mask}, self.handle.query().state)
+        self._conclude(exp, res, step, self.handle.query().state)
         return res
 
     def query(self) -> QueryResult:
@@ -134,7 +137,7 @@ class CheckedQP:
             d = chk.divergence(
                 self.track, "state", rules.QUERY, origin,
                 expected=f"state {self.model.state.name}", observed=f"state {found.name}",
-                tags=[found.name], verb="query", attrs={}, mask=[],
+                tags=[f"state={found.name}"], verb="query", attrs={}, mask=[],
             )
             chk.diverge(self.track, d)
             chk.follow_state(self.track, found, origin)
@@ -146,14 +149,13 @@ class CheckedQP:
         chk.note(self.track, exp)
         idx, known = chk.conclude(self.track, exp, res, step, seen)
         want = exp.state_after(res.accepted)
-        if seen is not None and seen != want:
-            if known is None:
-                d = chk.divergence(
-                    self.track, "state", exp.rule, idx,
-                    f"{describe_result(res)}, state {want.name}", describe_result(res, seen),
-                    ["accepted" if res.accepted else "refused", seen.name],
-                )
-                known = chk.diverge(self.track, d)
+        if seen is not None and seen != want:  # also after a known outcome: its own divergence
+            d = chk.divergence(
+                self.track, "state", exp.rule, idx,
+                f"{describe_result(res)}, state {want.name}", describe_result(res, seen),
+                [*outcome_tags(res), f"state={seen.name}"],
+            )
+            known = chk.diverge(self.track, d) or known
             chk.follow_state(self.track, seen, idx)
         chk.flush_notes("known" if known else "match")
 

@@ -190,9 +190,12 @@ class PairHarness(Engine):
         mask = req_mask if mask is None else mask
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
+        step: dict[str, Any] = {"attrs": attrs, "mask": mask}
+        if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
+            step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
         res = self.dev.end(side).modify(attrs, mask)
-        self._verb(side, exp, res, {"attrs": attrs, "mask": mask}, resumed=held)
+        self._verb(side, exp, res, step, resumed=held)
         return res
 
     def post_send(self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE) -> int:
@@ -310,6 +313,11 @@ class PairHarness(Engine):
     def record_verb(self, kind: str) -> str | None:
         return _RECORD_VERBS.get(kind)
 
+    def related_tracks(self, track: Track, step: dict[str, Any]) -> list[Track]:
+        side = step.get("side")
+        other = self.ends.get(side) if isinstance(side, str) else None
+        return [other] if other is not None and other is not track else []
+
     def on_unknown(self, track: Track) -> None:
         self.flush_notes("divergence")
 
@@ -354,6 +362,7 @@ class PairHarness(Engine):
         if not (drained and (qp.draining or mine.early_drain or bool(unfinished))):
             super().on_event(track, event)
             return
+        track.drained_events += 1
         d = self.divergence(
             track, "event", SQ_DRAINING, track.last(),
             f"no {event.name} event while started sends are outstanding",
@@ -410,6 +419,7 @@ class PairHarness(Engine):
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
                 if exp.rule.id.startswith(_AUTOMATIC_TRANSITIONS):  # automatic: SQE or ERR
                     self.end_state[side].state_because = Because(exp.rule, origin)
+                    self.ends[side].moved(exp.state_before, self.model.qp(side).state)
             for side, events in ws.forbidden.items():
                 self.ends[side].ledger.forbid(events, ws.forbidden_rule, origin)
 
@@ -448,7 +458,7 @@ class PairHarness(Engine):
             why = mine.state_because
             d = self.divergence(
                 track, "state", why.rule, why.origin, f"state {qp.state.name}",
-                f"state {got.state.name}", [got.state.name],
+                f"state {got.state.name}", [f"state={got.state.name}"],
             )
             if self.diverge(track, d) is not None:
                 self.follow_state(track, got.state, track.last())

@@ -101,5 +101,5 @@ def describe_result(res: VerbResult, state: object | None = None) -> str:
 def outcome_tags(res: VerbResult) -> list[str]:
     """The words a quirk's `observed` key matches for a verb's outcome."""
     if res.accepted:
-        return ["accepted"]
-    return ["refused", f"errno={errno_name(res.errno)}"]
+        return ["outcome=accepted"]
+    return ["outcome=refused", f"errno={errno_name(res.errno)}"]
