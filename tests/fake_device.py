@@ -39,6 +39,17 @@ FAULTS: dict[str, str] = {
     "event_unasked": "SQ_DRAINED is raised although not requested",
     "wr_run_after_reset": "WRs discarded by ->RESET complete (with flush error) afterwards",
     "refuse_sqd_exit": "leaving SQD for RESET or RTS is refused with EINVAL (rxe 6.12 draining)",
+    "refuse_sqd_exit_draining": "refuse_sqd_exit, and query reports sq_draining = 1 in SQD "
+    "(rxe while its drain runs)",
+    "event_in_rts": "SQ_DRAINED is raised on SQD->RTS",
+    "sq_drained_twice": "RTS->SQD raises SQ_DRAINED twice",
+    "sq_drained_on_sqd_to_sqd": "SQD->SQD raises SQ_DRAINED again (rxe 6.4+)",
+    "failed_post_completes_at_once": "a refused post_send completes at once, with SUCCESS",
+    "recv_in_err_unflushed": "a receive posted in ERR is never flushed (rxe user QPs)",
+    "recv_in_err_wrong_status": "a receive posted in ERR completes with SUCCESS",
+    "accept_out_of_range": "a modify refused only for an attribute value is accepted",
+    "accept_out_of_range_no_move": "as accept_out_of_range, but the QP stays in its state",
+    "accept_attr_only_modify": "a modify without STATE that the table refuses is accepted",
 }
 
 
@@ -70,7 +81,7 @@ class FakeQP:
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
         accept, forced = exp.outcome is not Outcome.REFUSE, None
         if (
-            self._has("refuse_sqd_exit")
+            (self._has("refuse_sqd_exit") or self._has("refuse_sqd_exit_draining"))
             and self.model.state == S.SQD
             and target in (S.RESET, S.RTS)
         ):
@@ -82,6 +93,14 @@ class FakeQP:
                 exp.rule.id.endswith(".required") and self._has("skip_required_bit_check")
             ):
                 accept, forced = True, target
+        value_rule = not accept and exp.rule.id.startswith("attr.")
+        if value_rule and self._has("accept_out_of_range"):
+            accept = True
+        if value_rule and self._has("accept_out_of_range_no_move"):
+            accept, forced = True, self.model.state
+        table_rule = exp.rule.id.startswith(("linux.transition.", "ibta.transition."))
+        if not accept and target is None and table_rule and self._has("accept_attr_only_modify"):
+            accept = True
         before = self.model.state
         self.model.apply(exp, accept)
         if forced is not None:
@@ -98,7 +117,10 @@ class FakeQP:
         state = self.model.state
         if state == S.RTR and self._has("misreport_state"):
             state = S.INIT
-        return QueryResult(state=state, sq_draining=self.model.draining)
+        draining = self.model.draining or (
+            state == S.SQD and self._has("refuse_sqd_exit_draining")
+        )
+        return QueryResult(state=state, sq_draining=draining)
 
     def post_send(self, wr_id: int) -> VerbResult:
         exp = self.model.post_send(wr_id)
@@ -107,6 +129,8 @@ class FakeQP:
         if not accept:
             if self._has("run_failed_post"):
                 self.hidden_sends.append(wr_id)
+            if self._has("failed_post_completes_at_once"):
+                self.cq.append(Completion(wr_id, "send", WCStatus.SUCCESS, self.qp_num))
             return VerbResult(False, _errno_of(exp))
         self._emit(exp.completions)
         if self.model.state == S.RTS:  # no wire: a started send completes at once
@@ -122,7 +146,12 @@ class FakeQP:
         self.model.apply(exp, accept)
         if not accept:
             return VerbResult(False, _errno_of(exp))
-        self._emit(exp.completions)
+        done = list(exp.completions)
+        if self.model.state == S.ERR and self._has("recv_in_err_unflushed"):
+            done = []
+        if self.model.state == S.ERR and self._has("recv_in_err_wrong_status"):
+            done = [ExpectedCompletion(c.wr_id, c.queue, WCStatus.SUCCESS) for c in done]
+        self._emit(done)
         return VerbResult(True)
 
     def poll(self) -> list[Completion]:
@@ -167,6 +196,14 @@ class FakeQP:
         asked = Attr.EN_SQD_ASYNC_NOTIFY in mask and attrs.get("en_sqd_async_notify", 0)
         if before == S.RTS and after == S.SQD and not asked and self._has("event_unasked"):
             events.append(EventType.SQ_DRAINED)
+        drained = EventType.SQ_DRAINED in events
+        if before == S.RTS and after == S.SQD and drained and self._has("sq_drained_twice"):
+            events.append(EventType.SQ_DRAINED)
+        again = before == after == S.SQD and Attr.STATE in mask
+        if again and self._has("sq_drained_on_sqd_to_sqd"):
+            events.append(EventType.SQ_DRAINED)
+        if before == S.SQD and after == S.RTS and self._has("event_in_rts"):
+            events.append(EventType.SQ_DRAINED)
         self._queue_events(events)
 
     def _queue_events(self, events: Iterable[EventType]) -> None:
@@ -206,12 +243,14 @@ class FakeDevice:
         variant: str = "linux",
         caps: DeviceCaps | None = None,
         qp_types: Iterable[QPType] = (QPType.RC, QPType.UC, QPType.UD),
+        kernel: str = "none",
     ) -> None:
         self.faults = frozenset(faults)
         unknown = self.faults - FAULTS.keys()
         if unknown:
             raise ValueError(f"unknown fault(s): {', '.join(sorted(unknown))}")
         self.variant = variant
+        self.kernel = kernel
         self.caps = caps or DeviceCaps(max_mtu=MTU.MTU_4096)
         self.name = "fake0"
         self.port = 1
@@ -224,7 +263,7 @@ class FakeDevice:
         return {
             "device": self.name,
             "driver": "fake",
-            "kernel": "none",
+            "kernel": self.kernel,
             "faults": ",".join(sorted(self.faults)) or "none",
         }
 

@@ -9,6 +9,7 @@ completion) and the harness must catch it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
@@ -25,7 +26,27 @@ FAULTS = (
     "event_unasked",
     "run_after_reset",
     "event_on_completion_error",
+    # behaviours of real drivers (rxe), and near misses of them
+    "bad_lkey_loc_qp_op_err",
+    "bad_lkey_rem_access_err",
+    "bad_lkey_flush",
+    "send_error_to_err",
+    "send_error_stays_rts",
+    "sqd_rts_no_resume",
+    "sqd_rts_resume_bad_status",
+    "drain_early",
+    "drain_never_ends",
+    "no_access_err_event",
+    "access_err_as_fatal",
+    "stale_sq_after_sqd_reset",
+    "stale_sq_after_any_reset",
 )
+#: The status a send with a bad lkey completes with, per planted fault.
+_BAD_LKEY_STATUS = {
+    "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
+    "bad_lkey_rem_access_err": WCStatus.REM_ACCESS_ERR,
+    "bad_lkey_flush": WCStatus.WR_FLUSH_ERR,
+}
 
 
 class FakeEnd:
@@ -36,12 +57,14 @@ class FakeEnd:
         self.closed = False
         self.cq: list[Completion] = []
         self.async_events: list[EventType] = []
+        self.stale = False  # stale_sq_*: the next send runs a zeroed slot and fails
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
         model = self.pair.model
         qp = model.qp(self.side)
         before_sends, before_recvs = qp.outstanding_sends, list(qp.recvs)
+        held = set(before_sends) - set(qp.in_flight)
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
         exp = model.modify(self.side, attrs, mask)
@@ -52,6 +75,15 @@ class FakeEnd:
         self.pair.emit(self.side, exp)
         nxt = QPState(attrs["qp_state"]) if Attr.STATE in mask else was
         fault = self.pair.fault
+        if was == QPState.SQD and nxt == QPState.RTS:
+            self.pair.resumed |= held
+        if nxt == QPState.RESET and (
+            fault == "stale_sq_after_any_reset"
+            or (fault == "stale_sq_after_sqd_reset" and was == QPState.SQD and held)
+        ):
+            self.stale = True
+        if fault == "drain_early" and was == QPState.RTS and nxt == QPState.SQD and qp.draining:
+            self.async_events.append(EventType.SQ_DRAINED)
         if fault == "event_unasked" and was == QPState.RTS and nxt == QPState.SQD and not notify:
             self.async_events.append(EventType.SQ_DRAINED)
         if fault == "run_after_reset" and nxt == QPState.RESET:
@@ -63,11 +95,23 @@ class FakeEnd:
     def query(self) -> QueryResult:
         """The fake's state and sq_draining."""
         qp = self.pair.model.qp(self.side)
-        return QueryResult(qp.state, qp.draining if qp.state == QPState.SQD else None)
+        if qp.state != QPState.SQD:
+            return QueryResult(qp.state, None)
+        draining = {"drain_early": False, "drain_never_ends": True}.get(
+            str(self.pair.fault), qp.draining
+        )
+        return QueryResult(qp.state, draining)
 
     def post_send(self, wr_id: int, op: Op, fault: Fault) -> VerbResult:
         """Post through the fake's model."""
         exp = self.pair.model.post_send(self.side, wr_id, op, fault)
+        qp = self.pair.model.qp(self.side)
+        if self.stale and qp.state == QPState.RTS:  # a zeroed slot runs first: ERR, all flushed
+            self.stale = False
+            qp.apply(exp, True)
+            for c in qp.follow(QPState.ERR):
+                self.cq.append(_wc(c, self.qp_num))
+            return VerbResult(True)
         return self._post(exp)
 
     def post_recv(self, wr_id: int) -> VerbResult:
@@ -109,14 +153,19 @@ class FakePair:
     """Two fake QPs of one type; `fault` plants one of FAULTS."""
 
     def __init__(
-        self, qp_type: QPType, fault: str | None = None, settings: WireSettings = FAST
+        self,
+        qp_type: QPType,
+        fault: str | None = None,
+        settings: WireSettings = FAST,
+        kernel: str = "none",
     ) -> None:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.qp_type = QPType(qp_type)
         self.fault = fault
         self.settings = settings
-        self.identity = {"device": "fake", "fault": fault or "none"}
+        self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel}
+        self.resumed: set[int] = set()  # sends SQD->RTS started
         self.model = PairModel(self.qp_type, settings=settings)
         self._qpn = 100
         self.ends = {s: self._new_end(s) for s in ("a", "b")}
@@ -162,17 +211,53 @@ class FakePair:
             if self.fault == "duplicate_completion" and c.status == WCStatus.SUCCESS:
                 end.cq.append(_wc(c, end.qp_num))
         for e in exp.events:
-            if not (self.fault == "event_missing" and e == EventType.SQ_DRAINED):
-                end.async_events.append(e)
+            if self.fault == "event_missing" and e == EventType.SQ_DRAINED:
+                continue
+            if e == EventType.QP_ACCESS_ERR and self.fault == "no_access_err_event":
+                continue
+            if e == EventType.QP_ACCESS_ERR and self.fault == "access_err_as_fatal":
+                e = EventType.QP_FATAL
+            end.async_events.append(e)
 
     def run_wire(self) -> None:
         """Let the wire finish every send it can (the fake is instantaneous)."""
         for step in self.model.progress():
+            resumed = step.wr_id in self.resumed
+            self.resumed.discard(step.wr_id)
+            if resumed and self.fault == "sqd_rts_no_resume":
+                continue  # the send never starts: nothing completes anywhere
             for side, exp in step.effects:
+                if side == step.requester:
+                    exp = self._bent(step.rule.id, resumed, exp)
                 self.emit(side, exp)
+                self._after_send_error(side, exp)
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error
                     self.ends[side].async_events.append(EventType.QP_FATAL)
+
+    def _bent(self, rule_id: str, resumed: bool, exp: Expectation) -> Expectation:
+        """The requester's completion with the status a planted fault gives it."""
+        status = None
+        if rule_id == "pair.bad_lkey":
+            status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif resumed and self.fault == "sqd_rts_resume_bad_status":
+            status = WCStatus.LOC_QP_OP_ERR
+        if status is None or not exp.completions:
+            return exp
+        first = exp.completions[0]
+        bent = ExpectedCompletion(first.wr_id, first.queue, status)
+        return dataclasses.replace(exp, completions=(bent, *exp.completions[1:]))
+
+    def _after_send_error(self, side: str, exp: Expectation) -> None:
+        """send_error_*: a UD/UC QP that the error took to SQE goes to ERR, or stays RTS."""
+        if exp.rule.id != "ibta.sqe.enter":
+            return
+        qp = self.model.qp(side)
+        if self.fault == "send_error_to_err":
+            for c in qp.follow(QPState.ERR):
+                self.ends[side].cq.append(_wc(c, self.ends[side].qp_num))
+        elif self.fault == "send_error_stays_rts":
+            qp.follow(QPState.RTS)
 
 
 def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:

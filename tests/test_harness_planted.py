@@ -28,6 +28,8 @@ S = QPState
 TYPES = [QPType.RC, QPType.UC, QPType.UD]
 FAST = MachineConfig(settle_window=0.0, must_wait=0.0)
 MAX_SHRUNK_VERBS = 6
+#: Faults that need a longer minimal sequence (bring-up to RTS, RTS->SQD, SQD->SQD: 5 verbs).
+LONGER_MINIMUM = {"sq_drained_on_sqd_to_sqd": 8}
 
 #: The rule (glob) each fault breaks.
 EXPECTED_RULE = {
@@ -42,6 +44,16 @@ EXPECTED_RULE = {
     "event_unasked": "ibta.sqd.drained_event.unasked",
     "wr_run_after_reset": "ibta.reset.discard",
     "refuse_sqd_exit": "linux.transition.*.SQD->*",
+    "refuse_sqd_exit_draining": "linux.transition.*.SQD->*",
+    "event_in_rts": "ibta.sqd.drained_event.outside_sqd",
+    "sq_drained_twice": "ibta.sqd.drained_event.once",
+    "sq_drained_on_sqd_to_sqd": "ibta.sqd.drained_event.*",  # the first one is unasked
+    "failed_post_completes_at_once": "ibta.post_send.*",
+    "recv_in_err_unflushed": "ibta.post_recv.ERR",
+    "recv_in_err_wrong_status": "ibta.post_recv.ERR",
+    "accept_out_of_range": "attr.*",
+    "accept_out_of_range_no_move": "attr.*",
+    "accept_attr_only_modify": "linux.transition.*",
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -55,6 +67,16 @@ EXPECTED_KIND = {
     "event_unasked": "event",
     "wr_run_after_reset": "completion",
     "refuse_sqd_exit": "outcome",
+    "refuse_sqd_exit_draining": "outcome",
+    "event_in_rts": "event",
+    "sq_drained_twice": "event",
+    "sq_drained_on_sqd_to_sqd": "event",
+    "failed_post_completes_at_once": "completion",
+    "recv_in_err_unflushed": "missing_completion",
+    "recv_in_err_wrong_status": "status",
+    "accept_out_of_range": "outcome",
+    "accept_out_of_range_no_move": "outcome",
+    "accept_attr_only_modify": "outcome",
 }
 
 
@@ -97,6 +119,24 @@ def _post_then(*moves: QPState, recvs: int = 1, send: bool = False) -> Callable[
     return run
 
 
+def _sqd_again(qp: CheckedQP) -> None:
+    _drain(qp, True)
+    qp.settle()
+    qp.modify(*qp.transition_attrs(S.SQD))
+    qp.settle()
+
+
+def _pkey_out_of_range(qp: CheckedQP) -> None:
+    attrs, mask = qp.transition_attrs(S.INIT)
+    attrs["pkey_index"] = qp.checker.device.caps.pkey_tbl_len
+    qp.modify(attrs, mask)
+
+
+def _extra_bit_without_state(qp: CheckedQP) -> None:
+    qp.bring_to(S.INIT)
+    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
+
+
 def _flush_twice(qp: CheckedQP) -> None:
     qp.bring_to(S.ERR)
     qp.post_recv()
@@ -116,6 +156,18 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "event_unasked": lambda qp: (_drain(qp, False), qp.settle()),
     "wr_run_after_reset": _post_then(S.RESET),
     "refuse_sqd_exit": lambda qp: (_drain(qp, True), qp.settle(), qp.bring_to(S.RESET)),
+    "refuse_sqd_exit_draining": lambda qp: (
+        _drain(qp, True), qp.settle(), qp.bring_to(S.RESET)
+    ),
+    "event_in_rts": lambda qp: (_drain(qp, True), qp.settle(), qp.bring_to(S.RTS), qp.settle()),
+    "sq_drained_twice": lambda qp: (_drain(qp, True), qp.settle()),
+    "sq_drained_on_sqd_to_sqd": _sqd_again,
+    "failed_post_completes_at_once": lambda qp: (qp.post_send(), qp.settle()),
+    "recv_in_err_unflushed": _flush_twice,
+    "recv_in_err_wrong_status": _flush_twice,
+    "accept_out_of_range": _pkey_out_of_range,
+    "accept_out_of_range_no_move": _pkey_out_of_range,
+    "accept_attr_only_modify": _extra_bit_without_state,
 }
 
 
@@ -164,7 +216,7 @@ def test_machine_finds_and_shrinks(fault: str, tmp_path: Path) -> None:
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
     assert record.kind == EXPECTED_KIND[fault]
-    assert 1 <= record.verb_steps <= MAX_SHRUNK_VERBS, record.format()
+    assert 1 <= record.verb_steps <= LONGER_MINIMUM.get(fault, MAX_SHRUNK_VERBS), record.format()
     # the reproducer is written for the minimal sequence and named in the message
     assert record.reproducer is not None
     script = Path(record.reproducer)

@@ -291,6 +291,12 @@ class Engine:
             for ev in track.handle.events(0.0):
                 self.on_event(track, ev.event_type)
 
+    def collect_events(self, track: Track) -> None:
+        """Take the events that already arrived (no wait), so an event is judged in the state
+        the verb that raised it left (completions wait for the settle that logs them)."""
+        for ev in track.handle.events(0.0):
+            self.on_event(track, ev.event_type)
+
     def block(self, timeout: float) -> None:
         """Wait up to `timeout` for an event (on the first QP), handling what arrives."""
         start = time.monotonic()
@@ -370,6 +376,8 @@ class Engine:
         self._saw(track, completion_text(wc))
         found = track.ledger.match(wc)
         tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
+        if found.due is not None:
+            tags += list(found.due.tags)
         observed = f"completion {completion_text(wc)}"
         because = found.because
         if found.found in (Found.MATCH, Found.STATUS) and found.due is not None:

@@ -158,6 +158,7 @@ class CheckedQP:
             known = chk.diverge(self.track, d) or known
             chk.follow_state(self.track, seen, idx)
         chk.flush_notes("known" if known else "match")
+        chk.collect_events(self.track)
 
     # --------------------------------------------------------------------- bring-up
     def valid_attrs(self) -> dict[str, int]:

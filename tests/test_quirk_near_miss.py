@@ -1,0 +1,289 @@
+"""Every rxe quirk covers its documented behaviour and nothing else.
+
+For each entry of fixtures/quirks/rxe.toml, a fake device (tests/fake_device.py,
+tests/fake_pair.py) plants the documented behaviour, which the profile must
+report as known under that very entry; then a near miss, the same rule broken
+in another way (or the same behaviour on a kernel outside the entry's range),
+which the profile must NOT hide: the run fails with an unknown divergence.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from fixtures.plugin import QUIRKS_DIR
+from models.enums import Attr, QPState, QPType
+from models.pair import Fault, Op, WireSettings
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import CheckedQP, Checker
+from qpconform.engine.pair import PairHarness
+from qpconform.engine.quirks import Quirks
+from reports.divergence import Divergence, DivergenceList
+from tests.fake_device import FakeDevice
+from tests.fake_pair import FakePair
+
+S = QPState
+K61 = "6.1.0-50-amd64"
+K612 = "6.12.117+deb13-amd64"
+#: RC sends wait (RNR, infinite retry) until the peer posts a receive: in flight for sure.
+HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
+FAST = WireSettings(timeout=10, retry_cnt=1, rnr_retry=1, min_rnr_timer=1)
+
+
+def rxe_quirks(kernel: str) -> Quirks:
+    return Quirks.load(QUIRKS_DIR / "rxe.toml").for_run({"kernel": kernel, "rdma_core": "56.1"})
+
+
+# ------------------------------------------------------------------------------ runs
+@dataclass(frozen=True)
+class Lone:
+    """A scenario on one fake RC QP; `breaks`: the rule a near miss must fail under, when it
+    is a sibling of the quirk's rule (default: one of the quirk's own rules)."""
+
+    fault: str
+    kernel: str
+    steps: Callable[[CheckedQP], None]
+    breaks: str | None = None
+
+    def run(self) -> list[Divergence]:
+        device = FakeDevice([self.fault], kernel=self.kernel)
+        checker = Checker(device, quirks=rxe_quirks(self.kernel), sink=DivergenceList(),
+                          reproducer_dir=None, settle_window=0.0, must_wait=0.0)
+        try:
+            self.steps(checker.open_qp(QPType.RC))
+            checker.settle()
+        finally:
+            checker.close()
+        return checker.known
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A scenario on a fake connected pair."""
+
+    fault: str
+    kernel: str
+    qp_type: QPType
+    steps: Callable[[PairHarness], None]
+    settings: WireSettings = FAST
+    breaks: str | None = None
+
+    def run(self) -> list[Divergence]:
+        pair = FakePair(self.qp_type, self.fault, self.settings, kernel=self.kernel)
+        h = PairHarness(pair, self.settings, quirks=rxe_quirks(self.kernel), sink=None,
+                        time_scale=0.01)
+        h.connect()
+        self.steps(h)
+        h.quiet(0.01)
+        return h.known
+
+
+# -------------------------------------------------------------------------- sequences
+def drain(notify: bool) -> Callable[[CheckedQP], None]:
+    def run(qp: CheckedQP) -> None:
+        qp.bring_to(S.RTS)
+        mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
+        attrs = qp.attrs_for(mask, S.SQD)
+        attrs["en_sqd_async_notify"] = int(notify)
+        qp.modify(attrs, mask)
+        qp.settle()
+
+    return run
+
+
+def then(*parts: Callable[[CheckedQP], None]) -> Callable[[CheckedQP], None]:
+    def run(qp: CheckedQP) -> None:
+        for part in parts:
+            part(qp)
+            qp.settle()
+
+    return run
+
+
+def to(state: QPState) -> Callable[[CheckedQP], None]:
+    return lambda qp: qp.bring_to(state)
+
+
+def sqd_to_sqd(qp: CheckedQP) -> None:
+    qp.modify(*qp.transition_attrs(S.SQD))
+
+
+def post_send(qp: CheckedQP) -> None:
+    qp.post_send()
+
+
+def recv_in_err(qp: CheckedQP) -> None:
+    qp.bring_to(S.ERR)
+    qp.settle()
+    qp.post_recv()
+
+
+def modify_with(nxt: QPState, **values: int) -> Callable[[CheckedQP], None]:
+    def run(qp: CheckedQP) -> None:
+        attrs, mask = qp.transition_attrs(nxt)
+        attrs.update(values)
+        qp.modify(attrs, mask)
+
+    return run
+
+
+def extra_bit_without_state(qp: CheckedQP) -> None:
+    qp.bring_to(S.INIT)
+    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
+
+
+def init_to_rts(qp: CheckedQP) -> None:
+    qp.bring_to(S.INIT)
+    attrs, mask = qp.transition_attrs(S.RTR)
+    attrs["qp_state"] = int(S.RTS)
+    qp.modify(attrs, mask)
+
+
+def bad_lkey(h: PairHarness) -> None:
+    h.post_recv("b")
+    h.post_send("a", fault=Fault.BAD_LKEY)
+
+
+def held_then_rts(h: PairHarness) -> None:
+    h.modify("a", S.SQD)
+    h.post_send("a")
+    h.post_recv("b")
+    h.modify("a", S.RTS)
+
+
+def rnr_send_then_sqd(h: PairHarness) -> None:
+    h.post_send("a")  # no receive at b: RNR, retried forever, in flight
+    h.modify("a", S.SQD)
+
+
+def rnr_send_sqd_then_recv(h: PairHarness) -> None:
+    rnr_send_then_sqd(h)
+    h.post_recv("b")  # the send completes: the drain is over
+
+
+def bad_rkey(h: PairHarness) -> None:
+    h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+
+
+def reset_from(state: QPState) -> Callable[[PairHarness], None]:
+    def run(h: PairHarness) -> None:
+        h.modify("a", state)
+        if state == S.SQD:
+            h.post_send("a")  # held in SQD, discarded by RESET
+        h.modify("a", S.RESET)
+        h.bring_up("a")
+        h.post_recv("b")
+        h.post_send("a")
+
+    return run
+
+
+# ------------------------------------------------------------------------------ table
+#: quirk id -> (the documented behaviour, near misses that must stay unknown).
+CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
+    "rxe.sq_drained_unconditional": (
+        Lone("event_unasked", K61, drain(False)),
+        (Lone("event_in_rts", K61, then(drain(True), to(S.RTS)),
+              "ibta.sqd.drained_event.outside_sqd"),
+         Lone("sq_drained_twice", K61, drain(True), "ibta.sqd.drained_event.once")),
+    ),
+    "rxe.failed_post_send_runs_later": (
+        Lone("run_failed_post", K61, then(post_send, to(S.RTS))),
+        (Lone("failed_post_completes_at_once", K61, then(to(S.INIT), post_send)),),
+    ),
+    "rxe.recv_posted_in_err_not_flushed": (
+        Lone("recv_in_err_unflushed", K61, recv_in_err),
+        (Lone("recv_in_err_wrong_status", K61, recv_in_err),),
+    ),
+    "rxe.attr_ranges_unchecked": (
+        Lone("accept_out_of_range", K61, modify_with(S.INIT, pkey_index=128)),
+        (Lone("accept_out_of_range_no_move", K61, modify_with(S.INIT, pkey_index=128)),),
+    ),
+    "rxe.path_mtu_zero_accepted": (
+        Lone("accept_out_of_range", K61, then(to(S.INIT), modify_with(S.RTR, path_mtu=0))),
+        (Lone("accept_out_of_range", K61, then(to(S.INIT), modify_with(S.RTR, path_mtu=6))),),
+    ),
+    "rxe.access_flags_unchecked_pre_6_4": (
+        Lone("accept_out_of_range", K61, modify_with(S.INIT, qp_access_flags=16)),
+        (Lone("accept_out_of_range", K612, modify_with(S.INIT, qp_access_flags=16)),),
+    ),
+    "rxe.attr_only_modify_not_table_checked": (
+        Lone("accept_attr_only_modify", K612, extra_bit_without_state),
+        (Lone("accept_illegal_transition", K612, init_to_rts),
+         Lone("accept_attr_only_modify", K61, extra_bit_without_state)),
+    ),
+    "rxe.sqd_exit_refused_while_draining": (
+        Lone("refuse_sqd_exit_draining", K612, then(drain(True), to(S.RESET))),
+        (Lone("refuse_sqd_exit", K612, then(drain(True), to(S.RESET))),),
+    ),
+    "rxe.sqd_to_sqd_raises_sq_drained_again": (
+        Lone("sq_drained_on_sqd_to_sqd", K612, then(drain(True), sqd_to_sqd)),
+        (Lone("sq_drained_twice", K612, drain(True)),
+         Lone("sq_drained_on_sqd_to_sqd", K61, then(drain(True), sqd_to_sqd))),
+    ),
+    "rxe.bad_lkey_loc_qp_op_err": (
+        Pair("bad_lkey_loc_qp_op_err", K61, QPType.RC, bad_lkey),
+        (Pair("bad_lkey_rem_access_err", K61, QPType.RC, bad_lkey),
+         Pair("bad_lkey_loc_qp_op_err", K612, QPType.RC, bad_lkey)),
+    ),
+    "rxe.local_send_error_completes_as_flush": (
+        Pair("bad_lkey_flush", K612, QPType.RC, bad_lkey),
+        (Pair("bad_lkey_flush", K61, QPType.RC, bad_lkey),),
+    ),
+    "rxe.send_error_enters_err_not_sqe": (
+        Pair("send_error_to_err", K61, QPType.UD, bad_lkey),
+        (Pair("send_error_stays_rts", K61, QPType.UD, bad_lkey),),
+    ),
+    "rxe.sqd_to_rts_does_not_resume_sq": (
+        Pair("sqd_rts_no_resume", K61, QPType.RC, held_then_rts),
+        (Pair("sqd_rts_resume_bad_status", K61, QPType.RC, held_then_rts),),
+    ),
+    "rxe.sqd_drained_while_rnr_send_outstanding": (
+        Pair("drain_early", K61, QPType.RC, rnr_send_then_sqd, HOLD),
+        (Pair("drain_never_ends", K61, QPType.RC, rnr_send_sqd_then_recv, HOLD),),
+    ),
+    "rxe.no_access_err_event_on_rkey_violation": (
+        Pair("no_access_err_event", K61, QPType.RC, bad_rkey),
+        (Pair("access_err_as_fatal", K61, QPType.RC, bad_rkey,
+              breaks="ibta.modify.no_error_event"),),
+    ),
+    "rxe.reset_leaves_stale_sq_index": (
+        Pair("stale_sq_after_sqd_reset", K612, QPType.UD, reset_from(S.SQD)),
+        (Pair("stale_sq_after_any_reset", K612, QPType.UD, reset_from(S.ERR)),
+         Pair("stale_sq_after_sqd_reset", K61, QPType.UD, reset_from(S.SQD))),
+    ),
+}
+
+
+def test_every_rxe_quirk_has_a_documented_case_and_a_near_miss() -> None:
+    ids = {q.id for q in Quirks.load(QUIRKS_DIR / "rxe.toml")}
+    assert ids == set(CASES)
+    assert all(misses for _, misses in CASES.values())
+
+
+@pytest.mark.parametrize("quirk_id", sorted(CASES))
+def test_documented_behaviour_is_known_under_its_quirk(quirk_id: str) -> None:
+    documented, _ = CASES[quirk_id]
+    known = documented.run()
+    assert known, "the planted behaviour produced no divergence at all"
+    assert {d.known_quirk for d in known} >= {quirk_id}, [d.known_quirk for d in known]
+
+
+@pytest.mark.parametrize(
+    ("quirk_id", "index"),
+    [(q, i) for q, (_, misses) in sorted(CASES.items()) for i in range(len(misses))],
+)
+def test_near_miss_is_not_masked(quirk_id: str, index: int) -> None:
+    miss = CASES[quirk_id][1][index]
+    with pytest.raises(DivergenceError) as caught:
+        miss.run()
+    record = caught.value.record
+    assert record.known_quirk is None
+    # the same rule, broken another way (or on a kernel outside the entry's range)
+    quirk = next(q for q in Quirks.load(QUIRKS_DIR / "rxe.toml") if q.id == quirk_id)
+    rules = (miss.breaks,) if miss.breaks else quirk.rules
+    assert any(fnmatch.fnmatchcase(record.rule_id, r) for r in rules), record.format()
