@@ -217,6 +217,24 @@ def test_missing_quirks_file(pytester: pytest.Pytester) -> None:
     _usage_error(result, "--quirks file 'nope.toml' does not exist")
 
 
+def test_malformed_quirks_file_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bad.toml").write_text(
+        '[[quirk]]\nid = "x"\nrule = ""\nreason = "r"\nevidence = ["e"]\n'
+    )
+    result = _run(pytester, "suites", "--device", "rxe0", "--quirks", "bad.toml", fake=True)
+    _usage_error(result, "bad quirk profile: bad.toml quirk #1: rule is required")
+    assert "ERROR" not in result.stdout.str()
+
+
+def test_quirks_strict_fails_only_on_stale_quirks() -> None:
+    from fixtures.plugin import strict_failure
+
+    stale = {"stale_quirks": [{"id": "rxe.a", "detail": ""}]}
+    assert strict_failure(stale, strict=False) is None
+    assert strict_failure({"stale_quirks": []}, strict=True) is None
+    assert "1 stale quirk(s) fail the run: rxe.a" in str(strict_failure(stale, strict=True))
+
+
 def test_host_tests_need_no_device(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "tests")
     assert result.ret == pytest.ExitCode.OK
