@@ -22,6 +22,7 @@ from models.enums import STATES, QPState, QPType
 from models.qp import QPModel
 from models.sources import Rule
 from models.table import variant as table_variant
+from reports.quirk_matches import quirk_matches
 
 REPORT_SCHEMA = 1
 REPORT_KIND = "qpconform-report"
@@ -520,21 +521,3 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "coverage": coverage(run, catalog),
     }
 
-
-def quirk_matches(divs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per quirk: how many divergences it matched, of which kinds, and on which tests."""
-    found: dict[str, dict[str, Any]] = {}
-    for d in divs:
-        quirk = d.get("known_quirk")
-        if not quirk:
-            continue
-        entry = found.setdefault(quirk, {"id": quirk, "matches": 0, "kinds": {}, "tests": set()})
-        entry["matches"] += 1
-        kind = str(d.get("kind", "?"))
-        entry["kinds"][kind] = entry["kinds"].get(kind, 0) + 1
-        if d.get("test"):
-            entry["tests"].add(str(d["test"]))
-    return [
-        {**e, "tests": sorted(e["tests"]), "kinds": dict(sorted(e["kinds"].items()))}
-        for e in sorted(found.values(), key=lambda e: (-e["matches"], e["id"]))
-    ]

@@ -195,6 +195,7 @@ def synthetic_run(out_dir: Path, *, unknown: bool = True, fixed_sqd: bool = Fals
     _full_walk(gw1, QPType.UD, "suites/test_transitions.py::test_legal_paths[UD]", rounds=3)
     gw1.stale_quirk(KNOWN_QUIRK, "no UC QP in this worker")
     gw1.stale_quirk("rxe-sqd-no-drained-event", "SQ_DRAINED missing after RTS->SQD")
+    gw1.quirk_not_applicable("rxe.only_new_kernels", "kernel 6.1.0-50-amd64 is outside >=6.4")
     return [gw0.write(run_path(out_dir, "gw0")), gw1.write(run_path(out_dir, "gw1"))]
 
 
@@ -251,6 +252,17 @@ def test_merge_sums_counts_and_drops_quirks_matched_elsewhere(run_files: list[Pa
     assert [q["id"] for q in merged["stale_quirks"]] == ["rxe-sqd-no-drained-event"]
     assert merged["unsupported"] == {"XRC_RECV": "create_qp: EOPNOTSUPP (95)"}
     assert len(merged["divergences"]) == 2
+
+
+def test_report_accounts_for_every_quirk(run_files: list[Path], tmp_path: Path) -> None:
+    report, html_path, _ = write_reports(run_files, tmp_path / "report")
+    [matched] = report["quirk_matches"]
+    assert matched["id"] == KNOWN_QUIRK and matched["matches"] == 1
+    assert matched["tests"] == ["suites/test_post.py::test_post_rules[UC]"]
+    assert [q["id"] for q in report["not_applicable_quirks"]] == ["rxe.only_new_kernels"]
+    html = html_path.read_text()
+    assert "What each quirk matched (1)" in html and "Quirks not applicable here (1)" in html
+    assert "rxe.only_new_kernels" in html and "outside &gt;=6.4" in html
 
 
 def test_merge_refuses_other_files(tmp_path: Path) -> None:
