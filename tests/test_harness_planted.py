@@ -23,6 +23,7 @@ from qpconform.engine.lone import CheckedQP, Checker
 from reports.divergence import DivergenceList, read_divergences
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import FAULTS, FakeDevice
+from tests.sequences import drain, extra_bit_without_state, init_to_rts
 
 S = QPState
 TYPES = [QPType.RC, QPType.UC, QPType.UD]
@@ -85,21 +86,6 @@ def _checker(device: FakeDevice) -> Checker:
                    reproducer_dir=None)
 
 
-def _drain(qp: CheckedQP, notify: bool) -> None:
-    qp.bring_to(S.RTS)
-    mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-    attrs = qp.attrs_for(mask, S.SQD)
-    attrs["en_sqd_async_notify"] = int(notify)
-    qp.modify(attrs, mask)
-
-
-def _init_to_rts(qp: CheckedQP) -> None:
-    qp.bring_to(S.INIT)
-    attrs, mask = qp.transition_attrs(S.RTR)
-    attrs["qp_state"] = int(S.RTS)
-    qp.modify(attrs, mask)
-
-
 def _missing_pkey(qp: CheckedQP) -> None:
     attrs, mask = qp.transition_attrs(S.INIT)
     qp.modify(attrs, mask & ~Attr.PKEY_INDEX)
@@ -120,7 +106,7 @@ def _post_then(*moves: QPState, recvs: int = 1, send: bool = False) -> Callable[
 
 
 def _sqd_again(qp: CheckedQP) -> None:
-    _drain(qp, True)
+    drain(qp, True)
     qp.settle()
     qp.modify(*qp.transition_attrs(S.SQD))
     qp.settle()
@@ -132,11 +118,6 @@ def _pkey_out_of_range(qp: CheckedQP) -> None:
     qp.modify(attrs, mask)
 
 
-def _extra_bit_without_state(qp: CheckedQP) -> None:
-    qp.bring_to(S.INIT)
-    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
-
-
 def _flush_twice(qp: CheckedQP) -> None:
     qp.bring_to(S.ERR)
     qp.post_recv()
@@ -145,29 +126,29 @@ def _flush_twice(qp: CheckedQP) -> None:
 
 #: A minimal hand-written sequence that meets each fault.
 TARGETED: dict[str, Callable[[CheckedQP], None]] = {
-    "accept_illegal_transition": _init_to_rts,
+    "accept_illegal_transition": init_to_rts,
     "skip_required_bit_check": _missing_pkey,
     "misreport_state": lambda qp: qp.bring_to(S.RTR),
     "run_failed_post": _post_then(S.ERR, recvs=0, send=True),
     "lost_flush": _post_then(S.ERR),
     "flush_out_of_order": _post_then(S.ERR, recvs=2),
     "duplicate_completion": _flush_twice,
-    "event_not_raised": lambda qp: (_drain(qp, True), qp.settle()),
-    "event_unasked": lambda qp: (_drain(qp, False), qp.settle()),
+    "event_not_raised": lambda qp: (drain(qp, True), qp.settle()),
+    "event_unasked": lambda qp: (drain(qp, False), qp.settle()),
     "wr_run_after_reset": _post_then(S.RESET),
-    "refuse_sqd_exit": lambda qp: (_drain(qp, True), qp.settle(), qp.bring_to(S.RESET)),
+    "refuse_sqd_exit": lambda qp: (drain(qp, True), qp.settle(), qp.bring_to(S.RESET)),
     "refuse_sqd_exit_draining": lambda qp: (
-        _drain(qp, True), qp.settle(), qp.bring_to(S.RESET)
+        drain(qp, True), qp.settle(), qp.bring_to(S.RESET)
     ),
-    "event_in_rts": lambda qp: (_drain(qp, True), qp.settle(), qp.bring_to(S.RTS), qp.settle()),
-    "sq_drained_twice": lambda qp: (_drain(qp, True), qp.settle()),
+    "event_in_rts": lambda qp: (drain(qp, True), qp.settle(), qp.bring_to(S.RTS), qp.settle()),
+    "sq_drained_twice": lambda qp: (drain(qp, True), qp.settle()),
     "sq_drained_on_sqd_to_sqd": _sqd_again,
     "failed_post_completes_at_once": lambda qp: (qp.post_send(), qp.settle()),
     "recv_in_err_unflushed": _flush_twice,
     "recv_in_err_wrong_status": _flush_twice,
     "accept_out_of_range": _pkey_out_of_range,
     "accept_out_of_range_no_move": _pkey_out_of_range,
-    "accept_attr_only_modify": _extra_bit_without_state,
+    "accept_attr_only_modify": extra_bit_without_state,
 }
 
 

@@ -16,15 +16,17 @@ from dataclasses import dataclass
 import pytest
 
 from fixtures.plugin import QUIRKS_DIR
-from models.enums import Attr, QPState, QPType
+from models.enums import QPState, QPType
 from models.pair import Fault, Op, WireSettings
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.quirks import Quirks
 from reports.divergence import Divergence, DivergenceList
+from tests import sequences
 from tests.fake_device import FakeDevice
 from tests.fake_pair import FakePair
+from tests.sequences import extra_bit_without_state, init_to_rts
 
 S = QPState
 K61 = "6.1.0-50-amd64"
@@ -85,11 +87,7 @@ class Pair:
 # -------------------------------------------------------------------------- sequences
 def drain(notify: bool) -> Callable[[CheckedQP], None]:
     def run(qp: CheckedQP) -> None:
-        qp.bring_to(S.RTS)
-        mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-        attrs = qp.attrs_for(mask, S.SQD)
-        attrs["en_sqd_async_notify"] = int(notify)
-        qp.modify(attrs, mask)
+        sequences.drain(qp, notify)
         qp.settle()
 
     return run
@@ -129,18 +127,6 @@ def modify_with(nxt: QPState, **values: int) -> Callable[[CheckedQP], None]:
         qp.modify(attrs, mask)
 
     return run
-
-
-def extra_bit_without_state(qp: CheckedQP) -> None:
-    qp.bring_to(S.INIT)
-    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
-
-
-def init_to_rts(qp: CheckedQP) -> None:
-    qp.bring_to(S.INIT)
-    attrs, mask = qp.transition_attrs(S.RTR)
-    attrs["qp_state"] = int(S.RTS)
-    qp.modify(attrs, mask)
 
 
 def bad_lkey(h: PairHarness) -> None:
