@@ -235,6 +235,17 @@ def test_quirks_strict_fails_only_on_stale_quirks() -> None:
     assert "1 stale quirk(s) fail the run: rxe.a" in str(strict_failure(stale, strict=True))
 
 
+def test_a_device_run_starts_from_fresh_records(tmp_path: Path) -> None:
+    from fixtures.plugin import start_fresh
+
+    for name in ("run-main.json", "run-gw0.json", "divergences.json", "divergences.json.lock",
+                 "report.html", "reproducers/abc.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("old")
+    start_fresh(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
 def test_host_tests_need_no_device(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "tests")
     assert result.ret == pytest.ExitCode.OK
