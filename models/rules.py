@@ -61,7 +61,8 @@ SQD_DRAINED_UNASKED = Rule(
 )
 SQD_DRAINED_OUTSIDE_SQD = Rule(
     "ibta.sqd.drained_event.outside_sqd",
-    "SQ_DRAINED is raised only by a QP in SQD whose drain ended",
+    "SQ_DRAINED is raised only by a QP whose drain (RTS->SQD) ended; a QP that never "
+    "entered SQD raises none",
     ibta(_STATES + " (Send Queue Drain state) and ch. 11.6.3 Asynchronous events"),
 )
 SQD_DRAINED_ONCE = Rule(

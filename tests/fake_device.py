@@ -41,7 +41,7 @@ FAULTS: dict[str, str] = {
     "refuse_sqd_exit": "leaving SQD for RESET or RTS is refused with EINVAL (rxe 6.12 draining)",
     "refuse_sqd_exit_draining": "refuse_sqd_exit, and query reports sq_draining = 1 in SQD "
     "(rxe while its drain runs)",
-    "event_in_rts": "SQ_DRAINED is raised on SQD->RTS",
+    "event_in_rts": "SQ_DRAINED is raised on RTR->RTS, by a QP that never drained",
     "sq_drained_twice": "RTS->SQD raises SQ_DRAINED twice",
     "sq_drained_on_sqd_to_sqd": "SQD->SQD raises SQ_DRAINED again (rxe 6.4+)",
     "failed_post_completes_at_once": "a refused post_send completes at once, with SUCCESS",
@@ -202,7 +202,7 @@ class FakeQP:
         again = before == after == S.SQD and Attr.STATE in mask
         if again and self._has("sq_drained_on_sqd_to_sqd"):
             events.append(EventType.SQ_DRAINED)
-        if before == S.SQD and after == S.RTS and self._has("event_in_rts"):
+        if before == S.RTR and after == S.RTS and self._has("event_in_rts"):
             events.append(EventType.SQ_DRAINED)
         self._queue_events(events)
 

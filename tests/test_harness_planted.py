@@ -140,7 +140,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "refuse_sqd_exit_draining": lambda qp: (
         drain(qp, True), qp.settle(), qp.bring_to(S.RESET)
     ),
-    "event_in_rts": lambda qp: (drain(qp, True), qp.settle(), qp.bring_to(S.RTS), qp.settle()),
+    "event_in_rts": lambda qp: (qp.bring_to(S.RTS), qp.settle()),
     "sq_drained_twice": lambda qp: (drain(qp, True), qp.settle()),
     "sq_drained_on_sqd_to_sqd": _sqd_again,
     "failed_post_completes_at_once": lambda qp: (qp.post_send(), qp.settle()),

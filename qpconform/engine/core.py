@@ -66,6 +66,7 @@ class Track:
     broken: bool = False  # an unknown divergence was raised: the model may be off
     settle_step: dict[str, Any] | None = None
     entered: dict[str, str] = field(default_factory=dict)  # state -> the state it was entered from
+    drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
 
     def last(self) -> int:
@@ -77,6 +78,7 @@ class Track:
         if before != after:
             self.entered[after.name] = before.name
         if before == QPState.RTS and after == QPState.SQD:
+            self.drains += 1
             self.drained_events = 0
 
     def context(self, origin: int) -> dict[str, Any]:
@@ -467,8 +469,13 @@ class Engine:
 
 
 def _drained_rule(track: Track) -> Rule:
-    """Which promise an SQ_DRAINED nobody required breaks."""
-    if track.model.state != QPState.SQD:
+    """Which promise an SQ_DRAINED nobody required breaks.
+
+    Events arrive asynchronously: the end of a drain may be seen after the QP has left
+    SQD, so an SQ_DRAINED belongs to the newest drain; only a QP that never drained
+    raises it outside SQD.
+    """
+    if track.drains == 0:
         return rules.SQD_DRAINED_OUTSIDE_SQD
     if track.drained_events > 1:
         return rules.SQD_DRAINED_ONCE
