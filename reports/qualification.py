@@ -517,6 +517,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "stale_quirks": list(run.get("stale_quirks", [])),
         "quirk_matches": quirk_matches(divs),
         "not_applicable_quirks": list(run.get("not_applicable_quirks", [])),
+        "unseen_quirks": list(run.get("unseen_quirks", [])),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
     }

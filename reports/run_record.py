@@ -69,6 +69,7 @@ class RunRecorder:
         self.divergences: list[dict[str, Any]] = []
         self.stale_quirks: dict[str, str] = {}
         self.not_applicable_quirks: dict[str, str] = {}
+        self.unseen_quirks: dict[str, str] = {}
         self.unsupported: dict[str, str] = {}
 
     def step(
@@ -103,6 +104,10 @@ class RunRecorder:
     def stale_quirk(self, quirk_id: str, detail: str = "") -> None:
         """A quirk that matched nothing in this process (merge keeps it only if none matched)."""
         self.stale_quirks[str(quirk_id)] = detail
+
+    def quirk_unseen(self, quirk_id: str, why: str) -> None:
+        """An intermittent quirk that matched nothing in this process (not stale)."""
+        self.unseen_quirks[str(quirk_id)] = why
 
     def quirk_not_applicable(self, quirk_id: str, reason: str) -> None:
         """A quirk of the profile whose version range excludes this run (not loaded)."""
@@ -139,6 +144,9 @@ class RunRecorder:
             "stale_quirks": [{"id": k, "detail": v} for k, v in sorted(self.stale_quirks.items())],
             "not_applicable_quirks": [
                 {"id": k, "detail": v} for k, v in sorted(self.not_applicable_quirks.items())
+            ],
+            "unseen_quirks": [
+                {"id": k, "detail": v} for k, v in sorted(self.unseen_quirks.items())
             ],
             "unsupported": dict(sorted(self.unsupported.items())),
         }
@@ -182,6 +190,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     seen: set[str] = set()
     stale: dict[str, str] = {}
     not_applicable: dict[str, str] = {}
+    unseen: dict[str, str] = {}
     unsupported: dict[str, str] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -205,6 +214,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             stale[q["id"]] = q.get("detail", "")
         for q in run.get("not_applicable_quirks", []):
             not_applicable[q["id"]] = q.get("detail", "")
+        for q in run.get("unseen_quirks", []):
+            unseen[q["id"]] = q.get("detail", "")
         unsupported.update(run.get("unsupported", {}))
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
@@ -236,6 +247,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         ],
         "not_applicable_quirks": [
             {"id": k, "detail": v} for k, v in sorted(not_applicable.items())
+        ],
+        "unseen_quirks": [
+            {"id": k, "detail": v} for k, v in sorted(unseen.items()) if k not in matched
         ],
         "unsupported": dict(sorted(unsupported.items())),
     }

@@ -80,3 +80,13 @@ def test_malformed_entries_are_named(change: str, error: str) -> None:
 def test_not_toml_is_named() -> None:
     with pytest.raises(ValueError, match=r"p\.toml: not valid TOML"):
         Quirks.from_toml("[[quirk]\n", source="p.toml")
+
+
+def test_an_intermittent_quirk_that_matched_nothing_is_unseen_not_stale() -> None:
+    quirks = Quirks.from_toml(
+        '[[quirk]]\nid = "a"\nrule = "r"\nreason = "r"\nevidence = ["e"]\n'
+        'intermittent = "timing"\n'
+        '[[quirk]]\nid = "b"\nrule = "s"\nreason = "r"\nevidence = ["e"]\n'
+    )
+    assert [q.id for q in quirks.stale()] == ["b"]
+    assert [(q.id, q.intermittent) for q in quirks.unseen()] == [("a", "timing")]
