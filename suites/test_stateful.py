@@ -41,6 +41,7 @@ from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, CheckedQP, Checker
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.text import ATTR_FIELDS
+from qpconform.engine.timing import DeliveryLog
 from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceList
 from reports.reproducer import write_reproducer
 
@@ -108,6 +109,7 @@ class MachineConfig:
     max_posts: int = 8
     settle_window: float = 0.05
     must_wait: float = MUST_WAIT
+    delivery: DeliveryLog | None = None  # where delivery delays are measured (a shared log)
 
 
 class _StepsOnly:
@@ -151,6 +153,7 @@ class QPMachine(RuleBasedStateMachine):
             must_wait=config.must_wait,
             sink=sink if sink is not None else DivergenceList(),
             reproducer_dir=None,
+            delivery=config.delivery,
         )
         self.posts: dict[int, int] = {}
 
@@ -391,12 +394,14 @@ def test_qp_state_machine(
     variant: str,
     quirks: Quirks | None,
     run_recorder: StepRecorder,
+    delivery_log: DeliveryLog,
 ) -> None:
     """Random verb sequences on the selected QP types match the model step by step."""
     counter = _CountingRecorder(run_recorder)
     start = time.monotonic()
     try:
-        run_machine(device, qp_types, variant, quirks, recorder=counter)
+        config = MachineConfig(delivery=delivery_log)
+        run_machine(device, qp_types, variant, quirks, config=config, recorder=counter)
     except UnsupportedQPType as exc:
         pytest.skip(str(exc))
     _record_throughput(device, counter.steps, time.monotonic() - start, run_recorder)

@@ -307,3 +307,27 @@ def test_bring_to_fails_on_an_unknown_refusal():
     qp.bring_to(QPState.SQD)
     with pytest.raises(DivergenceError, match="SQD->RESET"):
         qp.bring_to(QPState.INIT)
+
+
+def test_delivery_delays_are_measured_for_completions_and_events() -> None:
+    from qpconform.engine.timing import DeliveryLog
+
+    log = DeliveryLog()
+    chk = Checker(FakeDevice(), sink=DivergenceList(), reproducer_dir=None, settle_window=0.0,
+                  must_wait=0.0, delivery=log)
+    qp = chk.open_qp(QPType.RC)
+    qp.bring_to(QPState.INIT)
+    qp.post_recv()
+    qp.post_recv()
+    qp.bring_to(QPState.ERR)  # two flushes due
+    qp.settle()
+    qp2 = chk.open_qp(QPType.UD)
+    qp2.bring_to(QPState.RTS)
+    mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
+    qp2.modify({**qp2.attrs_for(mask, QPState.SQD), "en_sqd_async_notify": 1}, mask)
+    qp2.settle()  # SQ_DRAINED required
+    chk.close()
+    summary = log.summary()
+    assert summary["completion"]["count"] == 2 and summary["event"]["count"] == 1
+    assert 0 <= summary["completion"]["p50_ms"] <= summary["completion"]["max_ms"]
+    assert log.text().startswith("completions: 2, p50 ")

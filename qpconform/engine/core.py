@@ -44,6 +44,7 @@ from .text import (
     masked_attrs,
     outcome_tags,
 )
+from .timing import DeliveryLog
 
 POLL_INTERVAL = 0.002
 
@@ -108,9 +109,12 @@ class Engine:
     #: Seconds between two polls of the CQs while waiting.
     poll_interval: float = POLL_INTERVAL
 
-    def __init__(self, judge: Judge, identity: dict[str, str]) -> None:
+    def __init__(
+        self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
+    ) -> None:
         self.judge = judge
         self.device_identity = identity
+        self.delivery = delivery if delivery is not None else DeliveryLog()
         self.unclaimed_events: list[AsyncEvent] = []
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
 
@@ -382,6 +386,8 @@ class Engine:
             tags += list(found.due.tags)
         observed = f"completion {completion_text(wc)}"
         because = found.because
+        if found.due is not None:
+            self.delivery.add("completion", time.monotonic() - found.due.booked)
         if found.found in (Found.MATCH, Found.STATUS) and found.due is not None:
             if found.found is Found.STATUS and because is not None:
                 d = self.divergence(track, "status", because.rule, because.origin,
@@ -413,7 +419,9 @@ class Engine:
         drained = event == EventType.SQ_DRAINED
         if drained:
             track.drained_events += 1
-        if track.ledger.claim(event):
+        claimed = track.ledger.claim(event)
+        if claimed is not None:
+            self.delivery.add("event", time.monotonic() - claimed.booked)
             return
         because = track.ledger.forbidden.get(event)
         if drained:

@@ -15,6 +15,7 @@ rule, so a divergence always names the step that made it due or forbidden.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -45,6 +46,7 @@ class Due:
     rule: Rule
     origin: int
     tags: tuple[str, ...] = ()
+    booked: float = field(default_factory=time.monotonic, compare=False)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Required:
     event: EventType
     rule: Rule
     origin: int
+    booked: float = field(default_factory=time.monotonic, compare=False)
 
 
 class Found(Enum):
@@ -179,13 +182,13 @@ class Ledger:
             return Finding(Found.DUPLICATE, self.done[wc.wr_id], f"wr {wc.wr_id} completes once")
         return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
 
-    def claim(self, event: EventType) -> bool:
+    def claim(self, event: EventType) -> Required | None:
         """Take one required `event` off the books, if it was required."""
         for pending in self.required:
             if pending.event == event:
                 self.required.remove(pending)
-                return True
-        return False
+                return pending
+        return None
 
     # ----------------------------------------------------------------------- questions
     def waiting(self) -> bool:

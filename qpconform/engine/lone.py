@@ -31,6 +31,7 @@ from .judge import Judge, StepRecorder
 from .ledger import Because
 from .quirks import Quirks
 from .text import describe_result, masked_attrs, outcome_tags
+from .timing import DeliveryLog
 
 S = QPState
 REPRODUCER_DIR = OUT_DIR / "reproducers"
@@ -239,6 +240,7 @@ class Checker(Engine):
         must_wait: float = MUST_WAIT,
         sink: DivergenceSink | None = None,
         reproducer_dir: Path | None = REPRODUCER_DIR,
+        delivery: DeliveryLog | None = None,
     ) -> None:
         identity = dict(device.identity())
         identity.setdefault("device", device.name)
@@ -250,7 +252,7 @@ class Checker(Engine):
             recorder,
             reproducer_dir=reproducer_dir,
         )
-        super().__init__(judge, identity)
+        super().__init__(judge, identity, delivery)
         self.device = device
         self.variant = variant
         self.settle_window = settle_window

@@ -39,6 +39,7 @@ from .device import Completion, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
 from .quirks import Quirks
+from .timing import DeliveryLog
 
 S = QPState
 NO_BITS = Attr(0)
@@ -116,6 +117,7 @@ class PairHarness(Engine):
         sink: DivergenceSink | None = _DEFAULT_SINK,
         time_scale: float | None = None,
         defer_events: bool = False,
+        delivery: DeliveryLog | None = None,
     ) -> None:
         judge = Judge(
             quirks,
@@ -123,7 +125,7 @@ class PairHarness(Engine):
             recorder,
             defer_events=defer_events,
         )
-        super().__init__(judge, dict(device.identity))
+        super().__init__(judge, dict(device.identity), delivery)
         self.dev = device
         self.model = PairModel(device.qp_type, settings=settings)
         self.settings = settings
