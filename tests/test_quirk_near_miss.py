@@ -273,3 +273,15 @@ def test_near_miss_is_not_masked(quirk_id: str, index: int) -> None:
     quirk = next(q for q in Quirks.load(QUIRKS_DIR / "rxe.toml") if q.id == quirk_id)
     rules = (miss.breaks,) if miss.breaks else quirk.rules
     assert any(fnmatch.fnmatchcase(record.rule_id, r) for r in rules), record.format()
+
+
+def test_a_failed_post_flushed_in_err_is_known_when_seen_only_after_the_qp_moved_on() -> None:
+    """The rxe 6.12 stateful run: post_send refused in RESET, then RTS->SQD->ERR->RESET->INIT
+    in one rule; the flush of the refused WR is polled only once the QP is in INIT."""
+    known = Lone(
+        "run_failed_post", K612, then(post_send, lambda qp: (qp.bring_to(S.RTS),
+                                                            qp.bring_to(S.ERR),
+                                                            qp.bring_to(S.INIT)))
+    ).run()
+    assert [d.known_quirk for d in known] == ["rxe.failed_post_send_runs_later"]
+    assert known[0].context["state"] == "INIT" and "ERR" in known[0].context["since"]

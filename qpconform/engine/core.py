@@ -67,6 +67,7 @@ class Track:
     broken: bool = False  # an unknown divergence was raised: the model may be off
     settle_step: dict[str, Any] | None = None
     entered: dict[str, str] = field(default_factory=dict)  # state -> the state it was entered from
+    history: list[tuple[int, str]] = field(default_factory=list)  # (step, state entered)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
 
@@ -74,10 +75,12 @@ class Track:
         """Index of the newest step (the origin of what is found now)."""
         return len(self.steps) - 1
 
-    def moved(self, before: QPState, after: QPState) -> None:
-        """The QP went from `before` to `after` (a verb, the wire, or a followed device)."""
+    def moved(self, before: QPState, after: QPState, step: int) -> None:
+        """The QP went from `before` to `after` at `step` (a verb, the wire, a followed
+        device)."""
         if before != after:
             self.entered[after.name] = before.name
+            self.history.append((step, after.name))
         if before == QPState.RTS and after == QPState.SQD:
             self.drains += 1
             self.drained_events = 0
@@ -88,6 +91,7 @@ class Track:
         found: dict[str, Any] = {
             "state": self.model.state.name,
             "after": sorted(f"{cur}->{nxt}" for nxt, cur in self.entered.items()),
+            "since": sorted({state for at, state in self.history if at >= origin >= 0}),
         }
         expect = step.get("expect", {})
         if expect:
@@ -171,7 +175,7 @@ class Engine:
             )
             known = self.diverge(track, d)
         track.model.apply(exp, res.accepted)
-        track.moved(exp.state_before, track.model.state)
+        track.moved(exp.state_before, track.model.state, idx)
         if res.accepted:
             track.ledger.expect(exp, idx)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
@@ -285,7 +289,7 @@ class Engine:
         before = track.model.state
         for c in track.model.follow(state):
             track.ledger.add_due(c, rules.FLUSH_ON_ERROR, origin)
-        track.moved(before, state)
+        track.moved(before, state, origin)
 
     # ------------------------------------------------------------------------- observing
     def collect(self) -> None:

@@ -421,7 +421,9 @@ class PairHarness(Engine):
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
                 if exp.rule.id.startswith(_AUTOMATIC_TRANSITIONS):  # automatic: SQE or ERR
                     self.end_state[side].state_because = Because(exp.rule, origin)
-                    self.ends[side].moved(exp.state_before, self.model.qp(side).state)
+                    self.ends[side].moved(
+                        exp.state_before, self.model.qp(side).state, origin
+                    )
             for side, events in ws.forbidden.items():
                 self.ends[side].ledger.forbid(events, ws.forbidden_rule, origin)
 
