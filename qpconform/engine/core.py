@@ -66,8 +66,7 @@ class Track:
     ledger: Ledger = field(default_factory=Ledger)
     broken: bool = False  # an unknown divergence was raised: the model may be off
     settle_step: dict[str, Any] | None = None
-    entered: dict[str, str] = field(default_factory=dict)  # state -> the state it was entered from
-    history: list[tuple[int, str]] = field(default_factory=list)  # (step, state entered)
+    history: list[tuple[int, str, str]] = field(default_factory=list)  # (step, from, to)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
 
@@ -79,8 +78,7 @@ class Track:
         """The QP went from `before` to `after` at `step` (a verb, the wire, a followed
         device)."""
         if before != after:
-            self.entered[after.name] = before.name
-            self.history.append((step, after.name))
+            self.history.append((step, before.name, after.name))
         if before == QPState.RTS and after == QPState.SQD:
             self.drains += 1
             self.drained_events = 0
@@ -88,10 +86,11 @@ class Track:
     def context(self, origin: int) -> dict[str, Any]:
         """What the engine knows at a divergence: quirk conditions match on it."""
         step = self.steps[origin] if 0 <= origin < len(self.steps) else {}
+        last_entry = {nxt: cur for _, cur, nxt in self.history}  # the newest entry wins
         found: dict[str, Any] = {
             "state": self.model.state.name,
-            "after": sorted(f"{cur}->{nxt}" for nxt, cur in self.entered.items()),
-            "since": sorted({state for at, state in self.history if at >= origin >= 0}),
+            "after": sorted(f"{cur}->{nxt}" for nxt, cur in last_entry.items()),
+            "since": sorted({nxt for at, _, nxt in self.history if at >= origin >= 0}),
         }
         expect = step.get("expect", {})
         if expect:
