@@ -297,8 +297,7 @@ class Engine:
             done = track.handle.poll()
             for wc in sorted(done, key=lambda c: QUEUES.index(c.queue)):
                 self.on_completion(track, wc)
-            for ev in track.handle.events(0.0):
-                self.on_event(track, ev.event_type)
+            self.collect_events(track)
 
     def collect_events(self, track: Track) -> None:
         """Take the events that already arrived (no wait), so an event is judged in the state
