@@ -32,7 +32,7 @@ from models.qp import QPModel
 from models.sources import Rule
 from reports.divergence import Divergence
 
-from .device import AsyncEvent, Completion, Observed, VerbResult
+from .device import Completion, Observed, VerbResult
 from .judge import DivergenceError, Judge
 from .ledger import QUEUES, Found, Ledger
 from .quirks import Quirk
@@ -118,7 +118,6 @@ class Engine:
         self.judge = judge
         self.device_identity = identity
         self.delivery = delivery if delivery is not None else DeliveryLog()
-        self.unclaimed_events: list[AsyncEvent] = []
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
 
     # ------------------------------------------------------------------ the rule set's part
@@ -131,7 +130,7 @@ class Engine:
         return False
 
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule | None:
-        """The rule an event neither required nor forbidden breaks (None: just kept)."""
+        """The rule an event neither required nor forbidden breaks (None: not judged)."""
         return None
 
     def record_verb(self, kind: str) -> str | None:
@@ -431,8 +430,7 @@ class Engine:
             origin = because.origin if because is not None else track.last()
         elif because is None:
             unbooked = self.unbooked_event_rule(track, event)
-            if unbooked is None:
-                self.unclaimed_events.append(AsyncEvent(event, track.qp_num))
+            if unbooked is None:  # the rule set does not judge events nobody booked
                 return
             rule, origin = unbooked, track.last()
         else:

@@ -8,7 +8,7 @@ came and what did not. Used by the deterministic sweeps and QPMachine.
 
 A lone QP has no wire, so the only completion the ledger may not know is that
 of a send the model knows is started (a UD send to itself): the model learns it
-(`explain_completion`). Events nobody booked are kept, not judged.
+(`explain_completion`). Events nobody booked are not judged.
 """
 
 from __future__ import annotations
@@ -274,10 +274,6 @@ class Checker(Engine):
     def qps(self) -> list[CheckedQP]:
         """The QPs still open."""
         return list(self._live)
-
-    def identity(self) -> dict[str, str]:
-        """The device identity, with name, port and gid_index (a reproducer needs them)."""
-        return dict(self.device_identity)
 
     def open_qp(self, qp_type: QPType) -> CheckedQP:
         """A new QP in RESET with its model (raises UnsupportedQPType)."""

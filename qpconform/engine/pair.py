@@ -137,7 +137,6 @@ class PairHarness(Engine):
         self.end_state: dict[str, _EndState] = {}
         for side in SIDES:
             self._fresh(side)
-        self.observed_events: dict[str, list[EventType]] = {s: [] for s in SIDES}
         self.desynced = False  # a known divergence left WRs the model cannot place
         self._ids: Iterator[int] = itertools.count(1)
         self._retrying = False
@@ -155,11 +154,6 @@ class PairHarness(Engine):
     def known(self) -> list[Divergence]:
         """Known divergences seen so far."""
         return self.judge.known
-
-    @property
-    def deferred(self) -> list[Divergence]:
-        """Unknown event divergences kept for finish()."""
-        return self.judge.deferred
 
     # ----------------------------------------------------------------------- verbs
     def next_wr_id(self) -> int:
@@ -353,7 +347,6 @@ class PairHarness(Engine):
         side = track.side
         assert side is not None
         qp, mine = track.model, self.end_state[side]
-        self.observed_events[side].append(event)
         drained = event == EventType.SQ_DRAINED and qp.state == S.SQD
         if drained and track.ledger.due["send"]:  # a correct device completes the sends first
             for c in sorted(self.dev.end(side).poll(), key=lambda c: c.queue != "send"):
