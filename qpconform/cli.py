@@ -37,7 +37,47 @@ def _add_report(subparsers: argparse._SubParsersAction) -> None:
     add_report_parser(subparsers)  # sets func=run_report
 
 
-_SUBCOMMANDS = [_add_vm, _add_report]
+def _add_bench(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="checked steps/s of the stateful machine vs the fake device and a plain loop",
+        description="Measure, in one run: the stateful machine on the device, the same machine "
+        "on the self-tests' fake device (the harness's cost) and a plain pyverbs modify loop. "
+        "Without an RDMA device: qpconform vm -- python3 -m qpconform bench --device rxe0",
+    )
+    parser.add_argument("--device", required=True, help="RDMA device name, e.g. rxe0")
+    parser.add_argument("--port", type=int, default=None, help="port (default: first ACTIVE)")
+    parser.add_argument("--seconds", type=_positive, default=30.0,
+                        help="seconds of stateful machine on the device (default 30)")
+    parser.add_argument("--output", default="reports/out/bench.json",
+                        help="where the JSON result goes (default reports/out/bench.json)")
+    parser.set_defaults(func=_cmd_bench)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fixtures import bench
+    from fixtures import pyverbs_compat as pc
+
+    try:
+        return bench.main(args.device, args.seconds, Path(args.output), args.port)
+    except (pc.UsageError, ImportError) as exc:
+        print(f"qpconform bench: {exc}", file=sys.stderr)
+        return 4
+
+
+_SUBCOMMANDS = [_add_vm, _add_report, _add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,12 +3,15 @@
 Each fake QP holds a QPModel that decides every verb and applies it, so the
 clean fake agrees with the checker by construction; a planted fault (chosen by
 name) makes it diverge the way a buggy driver would. Completions and events go
-to per-QP fake queues, at once (no wire, no timing).
+to per-QP fake queues, at once, or `delay` seconds after the first poll that could
+have seen them (a device that delivers asynchronously: what the engine's quiet
+windows are for).
 """
 
 from __future__ import annotations
 
 import errno
+import time
 from collections.abc import Iterable, Mapping
 
 from models.attributes import DeviceCaps
@@ -50,7 +53,10 @@ FAULTS: dict[str, str] = {
     "accept_out_of_range": "a modify refused only for an attribute value is accepted",
     "accept_out_of_range_no_move": "as accept_out_of_range, but the QP stays in its state",
     "accept_attr_only_modify": "a modify without STATE that the table refuses is accepted",
+    "late_duplicate_completion": "the first completion of a batch comes again, LATE s later",
 }
+#: How late late_duplicate_completion delivers its duplicate (seconds).
+LATE = 0.03
 
 
 def _errno_of(exp: Expectation) -> int:
@@ -67,6 +73,8 @@ class FakeQP:
         self.model = QPModel(self.qp_type, device.variant, device.caps)
         self.cq: list[Completion] = []
         self.queued_events: list[AsyncEvent] = []
+        self.staged: list[tuple[float, Completion]] = []  # (visible from, completion)
+        self.staged_events: list[tuple[float, AsyncEvent]] = []
         self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
         self.recv_ids: set[int] = set()
         self.destroyed = False
@@ -155,11 +163,19 @@ class FakeQP:
         return VerbResult(True)
 
     def poll(self) -> list[Completion]:
-        done, self.cq = self.cq, []
+        now = time.monotonic()
+        self.staged.extend((now + self.device.delay, c) for c in self.cq)
+        self.cq = []
+        done = [c for at, c in self.staged if at <= now]
+        self.staged = [(at, c) for at, c in self.staged if at > now]
         return done
 
     def events(self, timeout: float) -> list[AsyncEvent]:
-        found, self.queued_events = self.queued_events, []
+        now = time.monotonic()
+        self.staged_events.extend((now + self.device.delay, e) for e in self.queued_events)
+        self.queued_events = []
+        found = [e for at, e in self.staged_events if at <= now]
+        self.staged_events = [(at, e) for at, e in self.staged_events if at > now]
         return found
 
     def destroy(self) -> None:
@@ -180,6 +196,8 @@ class FakeQP:
                     batch[idx[0]], batch[idx[1]] = batch[idx[1]], batch[idx[0]]
         if batch and self._has("duplicate_completion"):
             batch.insert(1, batch[0])
+        if batch and self._has("late_duplicate_completion"):
+            self.staged.append((time.monotonic() + LATE, batch[0]))
         self.cq.extend(batch)
 
     def _raise_events(
@@ -244,8 +262,10 @@ class FakeDevice:
         caps: DeviceCaps | None = None,
         qp_types: Iterable[QPType] = (QPType.RC, QPType.UC, QPType.UD),
         kernel: str = "none",
+        delay: float = 0.0,
     ) -> None:
         self.faults = frozenset(faults)
+        self.delay = delay  # seconds between a completion or event and its delivery
         unknown = self.faults - FAULTS.keys()
         if unknown:
             raise ValueError(f"unknown fault(s): {', '.join(sorted(unknown))}")

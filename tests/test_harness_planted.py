@@ -22,7 +22,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from reports.divergence import DivergenceList, read_divergences
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
-from tests.fake_device import FAULTS, FakeDevice
+from tests.fake_device import FAULTS, LATE, FakeDevice
 from tests.sequences import drain, extra_bit_without_state, init_to_rts
 
 S = QPState
@@ -55,6 +55,7 @@ EXPECTED_RULE = {
     "accept_out_of_range": "attr.*",
     "accept_out_of_range_no_move": "attr.*",
     "accept_attr_only_modify": "linux.transition.*",
+    "late_duplicate_completion": "*",  # the rule that made the first completion due
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -78,6 +79,7 @@ EXPECTED_KIND = {
     "accept_out_of_range": "outcome",
     "accept_out_of_range_no_move": "outcome",
     "accept_attr_only_modify": "outcome",
+    "late_duplicate_completion": "completion",
 }
 
 
@@ -118,6 +120,11 @@ def _pkey_out_of_range(qp: CheckedQP) -> None:
     qp.modify(attrs, mask)
 
 
+def _flush_then_wait(qp: CheckedQP) -> None:
+    _flush_twice(qp)
+    qp.checker.settle(2 * LATE)  # the deliberate window a destroy or an example's end runs
+
+
 def _flush_twice(qp: CheckedQP) -> None:
     qp.bring_to(S.ERR)
     qp.post_recv()
@@ -149,7 +156,10 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "accept_out_of_range": _pkey_out_of_range,
     "accept_out_of_range_no_move": _pkey_out_of_range,
     "accept_attr_only_modify": extra_bit_without_state,
+    "late_duplicate_completion": _flush_then_wait,
 }
+#: Faults that only show after a delay: the machine needs a quiet window longer than it.
+CONFIG = {"late_duplicate_completion": MachineConfig(settle_window=2 * LATE, must_wait=0.5)}
 
 
 def test_every_fault_has_a_test() -> None:
@@ -192,8 +202,8 @@ def _planted_settings() -> settings:
 def test_machine_finds_and_shrinks(fault: str, tmp_path: Path) -> None:
     device = FakeDevice([fault])
     with pytest.raises(DivergenceError) as caught:
-        run_machine(device, TYPES, config=FAST, hypothesis_settings=_planted_settings(),
-                    out_dir=tmp_path)
+        run_machine(device, TYPES, config=CONFIG.get(fault, FAST),
+                    hypothesis_settings=_planted_settings(), out_dir=tmp_path)
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
     assert record.kind == EXPECTED_KIND[fault]

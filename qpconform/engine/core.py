@@ -21,6 +21,7 @@ worded (`record_verb`).
 from __future__ import annotations
 
 import copy
+import select
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,10 @@ from .text import (
 from .timing import DeliveryLog
 
 POLL_INTERVAL = 0.002
+#: Entering one of these states (or leaving SQD) can make something asynchronous appear
+#: late or forbid it: flushes (ERR, SQE), a drain and its SQ_DRAINED (SQD), WRs that must
+#: never complete (RESET). Such a step owes a deliberate quiet window.
+QUIET_STATES = frozenset({QPState.RESET, QPState.SQD, QPState.SQE, QPState.ERR})
 
 
 @dataclass
@@ -69,6 +74,22 @@ class Track:
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (step, from, to)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
+    quiet_from: int | None = None  # the first step whose quiet window is still open
+    quiet_since: float = 0.0  # when the newest owing step ran (its window runs from there)
+
+    def owe_quiet(self, step: int) -> None:
+        """Something may still appear, or must not, because of `step`: a quiet window opens
+        (or restarts) now. Later steps keep polling while it is open; only what would end
+        the observation (destroy, the end of an example, a new drain) waits it out."""
+        if self.quiet_from is None:
+            self.quiet_from = step
+        self.quiet_since = time.monotonic()
+
+    def quiet_left(self, window: float) -> float:
+        """Seconds left of the open quiet window (0 when none is open)."""
+        if self.quiet_from is None:
+            return 0.0
+        return max(0.0, self.quiet_since + window - time.monotonic())
 
     def last(self) -> int:
         """Index of the newest step (the origin of what is found now)."""
@@ -79,6 +100,8 @@ class Track:
         device)."""
         if before != after:
             self.history.append((step, before.name, after.name))
+            if after in QUIET_STATES or before == QPState.SQD:
+                self.owe_quiet(step)
         if before == QPState.RTS and after == QPState.SQD:
             self.drains += 1
             self.drained_events = 0
@@ -176,7 +199,10 @@ class Engine:
         track.moved(exp.state_before, track.model.state, idx)
         if res.accepted:
             track.ledger.expect(exp, idx)
+        never = len(track.ledger.never)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
+        if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
+            track.owe_quiet(idx)
         return idx, known
 
     def log_step(
@@ -292,11 +318,12 @@ class Engine:
     # ------------------------------------------------------------------------- observing
     def collect(self) -> None:
         """Poll every tracked QP once: completions (send CQ first), then events."""
-        for track in self.tracks():
+        tracks = self.tracks()
+        for track in tracks:
             done = track.handle.poll()
             for wc in sorted(done, key=lambda c: QUEUES.index(c.queue)):
                 self.on_completion(track, wc)
-            self.collect_events(track)
+        self.take_events(tracks, 0.0)
 
     def collect_events(self, track: Track) -> None:
         """Take the events that already arrived (no wait), so an event is judged in the state
@@ -304,14 +331,38 @@ class Engine:
         for ev in track.handle.events(0.0):
             self.on_event(track, ev.event_type)
 
-    def block(self, timeout: float) -> None:
-        """Wait up to `timeout` for an event (on the first QP), handling what arrives."""
-        start = time.monotonic()
+    def take_events(self, tracks: list[Track], timeout: float) -> bool:
+        """Wait up to `timeout` for an event on any of `tracks` and handle what arrived.
+
+        Handles with an `event_fd` are watched together with one select(); the others are
+        asked in turn (the first with the timeout). Returns whether anything arrived.
+        """
+        by_fd: dict[int, Track] = {}
+        asked: list[Track] = []
+        for track in tracks:
+            fd = getattr(track.handle, "event_fd", None)
+            if fd is None:
+                asked.append(track)
+            else:
+                by_fd[fd] = track
         got = False
-        for i, track in enumerate(self.tracks()):
-            for ev in track.handle.events(timeout if i == 0 else 0.0):
+        if by_fd:
+            wait = 0.0 if asked else timeout
+            ready = select.select(list(by_fd), [], [], wait)[0]
+            for fd in ready:
+                for ev in by_fd[fd].handle.events(0.0):
+                    got = True
+                    self.on_event(by_fd[fd], ev.event_type)
+        for i, track in enumerate(asked):
+            for ev in track.handle.events(timeout if i == 0 and not got else 0.0):
                 got = True
                 self.on_event(track, ev.event_type)
+        return got
+
+    def block(self, timeout: float) -> None:
+        """Wait up to `timeout` for an event on any tracked QP, handling what arrives."""
+        start = time.monotonic()
+        got = self.take_events(self.tracks(), timeout)
         left = timeout - (time.monotonic() - start)
         if not got and left > 0:
             time.sleep(left)
@@ -379,8 +430,11 @@ class Engine:
 
     # ------------------------------------------------------------------------- matching
     def on_completion(self, track: Track, wc: Completion) -> None:
-        """Match one completion against the track's ledger; judge what does not match."""
+        """Match one completion against the track's ledger; judge what does not match.
+
+        Any completion opens the track's quiet window: a duplicate of it may follow."""
         self._saw(track, completion_text(wc))
+        track.owe_quiet(track.last())
         found = track.ledger.match(wc)
         tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
         if found.due is not None:
@@ -474,6 +528,28 @@ class Engine:
             self.report_missing(waited)
         finally:
             self.close_settle()
+
+    def poll_and_settle(self, window: float, bound: float) -> None:
+        """One poll of every tracked QP, the bounded wait only while something is due, and
+        no sleeping otherwise: the cheap check after a step.
+
+        A stray completion or event that comes later is judged at a later poll, against
+        the ledger entry (and step) that forbade it; quiet windows that expired meanwhile
+        are closed (they were observed by the polls of the steps that ran).
+        """
+        self.observe(0.0, bound)
+        for track in self.tracks():
+            if track.quiet_left(window) == 0.0:
+                track.quiet_from = None
+
+    def serve_quiet(self, window: float, bound: float, tracks: list[Track] | None = None) -> None:
+        """Wait out what is left of the quiet windows of `tracks` (default: all), observing
+        every tracked QP, then close them. Runs before what would end the observation."""
+        chosen = self.tracks() if tracks is None else tracks
+        left = max((t.quiet_left(window) for t in chosen), default=0.0)
+        self.observe(left, bound)
+        for track in chosen:
+            track.quiet_from = None
 
 
 def _drained_rule(track: Track) -> Rule:

@@ -2,9 +2,12 @@
 
 For each verb the model is asked first (an Expectation), then the device; the
 engine compares the outcome and books what is due; the state read back with
-query_qp must be the model's. `settle()` observes every open QP for one bounded
-window (plus a longer bounded wait only while something is due) and judges what
-came and what did not. Used by the deterministic sweeps and QPMachine.
+query_qp must be the model's. `settle()` polls every open QP and waits only while
+something is due; a step after which something may still come or must not (a
+move to ERR, SQD, SQE or RESET, a WR that must never run) opens a quiet window
+that later steps keep polling through, and `serve()` waits out its rest before a
+QP is destroyed, before a new drain and at the end of a run. Used by the
+deterministic sweeps and QPMachine.
 
 A lone QP has no wire, so the only completion the ledger may not know is that
 of a send the model knows is started (a UD send to itself): the model learns it
@@ -56,6 +59,7 @@ class CheckedQP:
         self.track = Track(handle, model, self.qp_type, handle.qp_num, steps=[])
         self.destroyed = False
         self._valid: dict[str, int] | None = None
+        self._read_at = -1  # the step after which the state was last read back
 
     @property
     def qp_num(self) -> int:
@@ -82,9 +86,12 @@ class CheckedQP:
         step: dict[str, Any] = {"attrs": given, "mask": mask}
         if self.model.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.handle.query().sq_draining))
+        if self.model.state == S.RTS and Attr.STATE in mask and given.get("qp_state") == S.SQD:
+            self.checker.serve([self])  # a new drain: its SQ_DRAINED is told from older ones
         exp = self.model.modify(given, mask)
         res = self.handle.modify(given, mask)
         self._conclude(exp, res, step, self.handle.query().state)
+        self._read_at = self.track.last()
         return res
 
     def query(self) -> QueryResult:
@@ -92,6 +99,7 @@ class CheckedQP:
         exp = self.model.query()
         found = self.handle.query()
         self._conclude(exp, VerbResult(True), {}, found.state)
+        self._read_at = self.track.last()
         return found
 
     def post_send(self, wr_id: int | None = None) -> VerbResult:
@@ -111,16 +119,17 @@ class CheckedQP:
         return res
 
     def settle(self, window: float | None = None) -> None:
-        """Poll CQs and events for one bounded window and compare (see Checker.settle)."""
+        """Poll CQs and events and compare (see Checker.settle)."""
         self.checker.settle(window)
 
     def destroy(self) -> None:
-        """Settle what is due (it is unobservable afterwards), then destroy_qp."""
+        """Settle what is due and wait out the QP's quiet window (both are unobservable
+        afterwards), then destroy_qp."""
         if self.destroyed:
             return
         try:
             if not self.broken:
-                self.checker.settle()
+                self.checker.serve([self])
         finally:
             if not self.destroyed:
                 exp = self.model.destroy()
@@ -130,8 +139,13 @@ class CheckedQP:
                 self.destroyed = True
                 self.checker.forget(self)
 
-    def check_state(self) -> None:
-        """Query the device (not logged as a step): its state must be the model's."""
+    def check_state(self, unless_read: bool = False) -> None:
+        """Query the device (not logged as a step): its state must be the model's.
+
+        unless_read: skip it when the last logged step already read the state back.
+        """
+        if unless_read and self._read_at == self.track.last():
+            return
         found = self.handle.query().state
         if found != self.model.state:
             chk, origin = self.checker, self.track.last()
@@ -258,6 +272,7 @@ class Checker(Engine):
         self.settle_window = settle_window
         self.must_wait = must_wait
         self._live: list[CheckedQP] = []
+        self.diverged = False  # an unknown divergence was raised (the model may be off)
         self._wr_ids = itertools.count(1)
 
     @property
@@ -309,18 +324,31 @@ class Checker(Engine):
             raise failure
 
     def settle(self, window: float | None = None) -> None:
-        """Observe every open QP for one window, then compare.
+        """Poll every open QP and compare; wait only while something is due.
 
-        Anything still due (a completion or a required event) gets a longer bounded
-        wait (must_wait); after that it is a divergence.
+        Quiet windows (`Track.owe_quiet`: a move to ERR, SQD, SQE or RESET, a WR that must
+        never run) stay open while later steps poll; `serve` waits out what is left of
+        them before destroy and at the end of a run. `window` forces a full window of
+        that length now. Anything due gets at most must_wait; then it is a divergence.
         """
-        self.observe(self.settle_window if window is None else window, self.must_wait)
+        if window is None:
+            self.poll_and_settle(self.settle_window, self.must_wait)
+        else:
+            self.observe(window, self.must_wait)
+            for track in self.tracks():
+                track.quiet_from = None
+
+    def serve(self, qps: list[CheckedQP] | None = None) -> None:
+        """Wait out the open quiet windows of `qps` (default: all), polling every QP."""
+        tracks = None if qps is None else [q.track for q in qps]
+        self.serve_quiet(self.settle_window, self.must_wait, tracks)
 
     # -------------------------------------------------------------- the rule set's part
     def tracks(self) -> list[Track]:
         return [q.track for q in self._live]
 
     def on_unknown(self, track: Track) -> None:
+        self.diverged = True
         self.flush_notes("divergence")
 
     def explain_completion(self, track: Track, wc: Completion) -> bool:

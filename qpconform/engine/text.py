@@ -7,6 +7,7 @@ QP and a pair read the same in a report, and quirk files match one set of tags.
 from __future__ import annotations
 
 import errno as errno_mod
+import functools
 from collections.abc import Mapping
 
 from models.enums import Attr, WCStatus
@@ -49,13 +50,15 @@ def mask_names(mask: int) -> list[str]:
     return names
 
 
+@functools.lru_cache(maxsize=4096)
+def mask_fields(mask: int) -> tuple[str, ...]:
+    """The attribute fields a mask selects, in ABI bit order (cached: masks repeat)."""
+    return tuple(f for bit, fields in ATTR_FIELDS.items() if int(bit) & mask for f in fields)
+
+
 def masked_attrs(attrs: Mapping[str, int], mask: Attr) -> dict[str, int]:
     """The fields the mask selects, in ABI bit order (what a reproducer must set)."""
-    out: dict[str, int] = {}
-    for bit, fields in ATTR_FIELDS.items():
-        if bit in mask:
-            out.update({f: int(attrs[f]) for f in fields if f in attrs})
-    return out
+    return {f: int(attrs[f]) for f in mask_fields(int(mask)) if f in attrs}
 
 
 def errno_name(code: int | None) -> str:

@@ -7,7 +7,9 @@ it, so the figures are upper bounds that include the engine's own polling.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 KINDS = ("completion", "event")
 
@@ -37,6 +39,10 @@ class DeliveryLog:
             }
         return out
 
+    def slowest(self) -> float:
+        """The slowest delivery seen, in seconds (0 when nothing was delivered)."""
+        return max((max(v) for v in self.samples.values() if v), default=0.0)
+
     def text(self) -> str:
         """'completions: 812, p50 0.4 ms, p99 3.1 ms, max 9.8 ms; events: ...' (or '')."""
         return "; ".join(
@@ -48,3 +54,50 @@ class DeliveryLog:
 
 def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# ----------------------------------------------------------------------- windows per family
+WINDOWS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "windows.toml"
+
+
+@dataclass(frozen=True)
+class Windows:
+    """How long the engine watches, for one device family (fixtures/windows.toml).
+
+    quiet: the deliberate window after a step that owes one (something may still come,
+    or must not); must_wait: the bound on waiting for something due. Both rest on the
+    delivery delays measured on that family (`DeliveryLog`), with margin.
+    """
+
+    quiet: float
+    must_wait: float
+    source: str
+
+    def text(self) -> str:
+        """'quiet window 100 ms, must-wait 1.0 s (fixtures/windows.toml [rxe]: ...)'."""
+        return (
+            f"quiet window {self.quiet * 1000:.0f} ms, must-wait {self.must_wait:.1f} s "
+            f"({self.source})"
+        )
+
+
+def load_windows(family: str, path: Path = WINDOWS_FILE) -> Windows:
+    """The windows of a device family, or the file's [default] table."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the timing table ({exc})") from exc
+    name = family if family in data else "default"
+    table = data.get(name)
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: no [{family}] and no [default] table")
+    try:
+        quiet, must = float(table["quiet_window"]), float(table["must_wait"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{path} [{name}]: quiet_window and must_wait must be numbers of seconds ({exc})"
+        ) from exc
+    if not 0 < quiet <= must:
+        raise ValueError(f"{path} [{name}]: need 0 < quiet_window <= must_wait")
+    why = str(table.get("measured", "")).strip()
+    return Windows(quiet, must, f"{path.name} [{name}]" + (f": {why}" if why else ""))

@@ -1,0 +1,130 @@
+"""The quiet window runs only where a step owes one, and nothing late escapes (fake device
+delivering asynchronously)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from models.enums import QPState, QPType
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import Checker
+from reports.divergence import DivergenceList
+from tests.fake_device import LATE, FakeDevice
+
+S = QPState
+WINDOW = 0.2
+
+
+def _checker(device: FakeDevice, must_wait: float = 1.0) -> Checker:
+    return Checker(device, settle_window=WINDOW, must_wait=must_wait, sink=DivergenceList(),
+                   reproducer_dir=None)
+
+
+def _timed_settle(checker: Checker) -> float:
+    start = time.monotonic()
+    checker.settle()
+    return time.monotonic() - start
+
+
+def _timed_serve(checker: Checker) -> float:
+    start = time.monotonic()
+    checker.serve()
+    return time.monotonic() - start
+
+
+def test_a_step_that_owes_nothing_costs_one_poll() -> None:
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.RTS)  # RESET -> INIT -> RTR -> RTS: nothing asynchronous can follow
+    assert _timed_settle(checker) < WINDOW / 4
+    qp.query()
+    assert _timed_settle(checker) < WINDOW / 4
+    assert _timed_serve(checker) < WINDOW / 4  # destroy and the end of a run: no wait either
+
+
+@pytest.mark.parametrize("target", [S.ERR, S.SQD, S.RESET])
+def test_a_move_that_can_make_things_appear_opens_a_window(target: QPState) -> None:
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.RTS)
+    qp.bring_to(target)
+    assert _timed_settle(checker) < WINDOW / 4  # later steps poll through the window ...
+    assert _timed_serve(checker) >= WINDOW * 0.8  # ... destroy waits out its rest
+    assert _timed_serve(checker) < WINDOW / 4  # once
+
+
+def test_steps_that_outlast_the_window_pay_nothing_for_it() -> None:
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)
+    deadline = time.monotonic() + WINDOW
+    while time.monotonic() < deadline:
+        qp.query()
+        checker.settle()
+    assert _timed_serve(checker) < WINDOW / 4
+
+
+def test_a_refused_post_opens_a_window() -> None:
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.INIT)
+    qp.post_send()  # refused in INIT: it must never run, so the engine watches for it
+    assert _timed_serve(checker) >= WINDOW * 0.8
+
+
+def test_due_completions_are_waited_for_not_windowed() -> None:
+    """A flush that is due ends the wait as soon as it comes (the device is slow here)."""
+    checker = _checker(FakeDevice(delay=0.05))
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)
+    checker.settle()
+    qp.post_recv()  # accepted in ERR: its flush is due
+    took = _timed_settle(checker)
+    assert 0.05 <= took < WINDOW
+
+
+def test_a_late_wr_discarded_by_reset_is_caught_before_destroy() -> None:
+    checker = _checker(FakeDevice(["wr_run_after_reset"], delay=0.05))
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.INIT)
+    qp.post_recv()
+    checker.settle()
+    qp.bring_to(S.RESET)
+    reset_step = len(qp.steps) - 1
+    checker.settle()  # too early: nothing has come yet
+    with pytest.raises(DivergenceError) as err:
+        qp.destroy()  # waits out the window first
+    assert err.value.record.rule_id == "ibta.reset.discard"
+    assert err.value.record.steps[reset_step]["verb"] == "modify"
+    assert err.value.record.state == "INIT"  # placed at the ->RESET step, not at the settle
+
+
+def test_a_late_stray_completion_is_caught_at_a_later_poll_with_its_step() -> None:
+    """No window after a post in ERR; a duplicate that comes later is still judged, against
+    the step that made the first completion due."""
+    checker = _checker(FakeDevice(["late_duplicate_completion"]))
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)
+    checker.settle()
+    qp.post_recv()
+    post_step = len(qp.steps) - 1
+    checker.settle()  # the flush: due, seen, no window
+    time.sleep(LATE)
+    with pytest.raises(DivergenceError) as err:
+        qp.query()
+        checker.settle()
+    record = err.value.record
+    assert record.observed.startswith("again:")
+    assert record.verb == "post_recv"
+    assert len(record.steps) > post_step and record.steps[post_step]["verb"] == "post_recv"
+
+
+def test_a_forced_window_always_waits() -> None:
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.INIT)
+    start = time.monotonic()
+    checker.settle(0.1)
+    assert time.monotonic() - start >= 0.1
