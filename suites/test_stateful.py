@@ -14,7 +14,6 @@ the loaded Hypothesis profile (fixtures/plugin.py registers them;
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from fixtures.budget import Budget, spend
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState
 from qpconform.engine.device import Device, UnsupportedQPType
@@ -50,6 +50,7 @@ S = QPState
 #: Every defined mask bit, plus two the kernel does not define (must be EOPNOTSUPP).
 ALL_BITS: tuple[int, ...] = (*(int(b) for b in Attr), 1 << 21, 1 << 26)
 START_STATES = (S.RESET, S.INIT, S.RTR, S.RTS)
+BATCH = 10  # examples per batch when a time budget is spent
 SHAPES = ("exact", "optional", "missing", "extra", "cur_right", "cur_wrong", "no_state")
 #: Field widths in bits (struct ibv_qp_attr / ibv_ah_attr): boundary values must fit.
 _WIDTH = dict.fromkeys(
@@ -405,15 +406,27 @@ def test_qp_state_machine(
     run_recorder: StepRecorder,
     delivery_log: DeliveryLog,
     windows: Windows,
+    stateful_budget: Budget,
 ) -> None:
-    """Random verb sequences on the selected QP types match the model step by step."""
+    """Random verb sequences on the selected QP types match the model step by step.
+
+    With a budget, batches of BATCH examples run until the lone machine's share is spent.
+    """
     counter = _CountingRecorder(run_recorder)
-    start = time.monotonic()
+    config = MachineConfig(
+        settle_window=windows.quiet, must_wait=windows.must_wait, delivery=delivery_log
+    )
+    share = stateful_budget.share("lone")
+    batch = machine_settings(max_examples=BATCH) if share is not None else None
+
+    def run_batch() -> int:
+        run_machine(device, qp_types, variant, quirks, config=config, recorder=counter,
+                    hypothesis_settings=batch)
+        return BATCH if batch is not None else settings.default.max_examples
+
     try:
-        config = MachineConfig(
-            settle_window=windows.quiet, must_wait=windows.must_wait, delivery=delivery_log
-        )
-        run_machine(device, qp_types, variant, quirks, config=config, recorder=counter)
+        _, examples, took = spend(share, run_batch)
     except UnsupportedQPType as exc:
         pytest.skip(str(exc))
-    _record_throughput(device, counter.steps, time.monotonic() - start, run_recorder)
+    stateful_budget.spent["lone"] = f"{examples} examples, {counter.steps} steps, {took:.0f} s"
+    _record_throughput(device, counter.steps, took, run_recorder)

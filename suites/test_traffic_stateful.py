@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from fixtures.budget import spend
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from models.table import variant
@@ -137,10 +138,18 @@ def device_settings() -> settings:
 
 
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC, QPType.UD], ids=lambda t: t.name)
-def test_traffic_state_machine(make_pair, qp_type):
+def test_traffic_state_machine(make_pair, qp_type, stateful_budget):
+    """With a budget, batches of the machine run until this QP type's share is spent."""
+
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
 
     machine = machine_for(qp_type, make)
     machine.TestCase.settings = device_settings()
-    machine.TestCase().runTest()
+
+    def run_batch() -> int:
+        machine.TestCase().runTest()
+        return machine.TestCase.settings.max_examples
+
+    _, examples, took = spend(stateful_budget.share("traffic"), run_batch)
+    stateful_budget.spent[f"traffic {qp_type.name}"] = f"{examples} examples, {took:.0f} s"

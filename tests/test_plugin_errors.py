@@ -226,6 +226,19 @@ def test_malformed_quirks_file_is_one_usage_error(pytester: pytest.Pytester) -> 
     assert "ERROR" not in result.stdout.str()
 
 
+def test_a_budget_on_the_derandomized_profile_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--hypothesis-profile", "ci",
+                  "--stateful-budget", "30", fake=True)
+    _usage_error(result, "--stateful-budget needs a random Hypothesis profile; 'ci' is")
+
+
+def test_a_negative_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "suites", "--device", "rxe0", "--stateful-budget", "-5", fake=True)
+    _usage_error(result, "--stateful-budget -5: give seconds >= 0")
+
+
 def test_quirks_strict_fails_only_on_stale_quirks() -> None:
     from fixtures.plugin import strict_failure
 
