@@ -11,7 +11,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from models.enums import MTU, AccessFlag, Attr
-from models.sources import KERNEL_UVERBS_CMD_C, KERNEL_VERBS_C, Rule, Source, ibta
+from models.sources import (
+    CORE,
+    DRIVER,
+    KERNEL_UVERBS_CMD_C,
+    KERNEL_VERBS_C,
+    MUST,
+    SPEC,
+    UVERBS,
+    Rule,
+    Source,
+    ibta,
+)
 
 PSN_LIMIT = 1 << 24  # PSNs and QP numbers are 24-bit fields of the BTH
 
@@ -43,8 +54,8 @@ def _uverbs(where: str) -> Source:
     return Source(KERNEL_UVERBS_CMD_C, where)
 
 
-def _r(rule_id: str, summary: str, source: Source) -> Rule:
-    return Rule(f"attr.{rule_id}", summary, source)
+def _r(rule_id: str, summary: str, source: Source, kind: str, layer: str) -> Rule:
+    return Rule(f"attr.{rule_id}", summary, source, kind=kind, layer=layer)
 
 
 _MODIFY = "ch. 11.2.5.2 Modify Queue Pair (input modifiers)"
@@ -65,6 +76,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "port_num.range",
             "port_num must be a port of the device (1..phys_port_cnt)",
             _uverbs("modify_qp(): rdma_is_port_valid(port_num) else -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["port_num"] <= c.phys_port_cnt,
     ),
@@ -74,6 +87,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "ah_port_num.range",
             "the address vector's port must be a port of the device",
             _uverbs("modify_qp(): rdma_is_port_valid(dest.port_num) else -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["ah_port_num"] <= c.phys_port_cnt,
     ),
@@ -83,6 +98,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "ah_sgid_index.range",
             "the address vector's source GID index must be in the GID table",
             ibta(_MODIFY, "Primary path address vector: SGID index into the port's GID table"),
+            MUST,
+            CORE,
         ),
         lambda v, c: 0 <= v["ah_sgid_index"] < c.gid_tbl_len,
     ),
@@ -92,6 +109,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "pkey_index.range",
             "pkey_index must be an index into the port's P_Key table",
             ibta(_MODIFY, "P_Key index: index into the port's P_Key table"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["pkey_index"] < c.pkey_tbl_len,
     ),
@@ -101,6 +120,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "path_mtu.range",
             "path_mtu must be an ibv_mtu value not above the port's max_mtu",
             ibta(_MODIFY, "Path MTU: shall not exceed the MTU capability of the port"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: MTU.MTU_256 <= v["path_mtu"] <= c.max_mtu,
     ),
@@ -110,6 +131,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "timeout.range",
             "timeout (local ACK timeout exponent) is a 5-bit value: 0..31",
             ibta(_MODIFY, "Local ACK Timeout: 5 bits, 4.096 us * 2^timeout"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["timeout"] <= 31,
     ),
@@ -119,6 +142,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "retry_cnt.range",
             "retry_cnt is a 3-bit value: 0..7",
             ibta(_MODIFY, "Retry count: 3 bits"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["retry_cnt"] <= 7,
     ),
@@ -128,6 +153,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "rnr_retry.range",
             "rnr_retry is a 3-bit value: 0..7 (7 = infinite)",
             ibta(_MODIFY, "RNR retry count: 3 bits, 7 means infinite"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["rnr_retry"] <= 7,
     ),
@@ -137,6 +164,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "min_rnr_timer.range",
             "min_rnr_timer is a 5-bit encoded value: 0..31",
             ibta(_MODIFY, "Minimum RNR NAK timer field value: 5 bits (Table 45 encoding)"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["min_rnr_timer"] <= 31,
     ),
@@ -146,6 +175,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "sq_psn.range",
             "sq_psn is a 24-bit PSN",
             ibta("ch. 9.2 Base Transport Header: PSN is 24 bits", "PSN: 24 bits"),
+            MUST,
+            SPEC,
         ),
         lambda v, c: 0 <= v["sq_psn"] < PSN_LIMIT,
         _IBTA_ONLY,
@@ -156,6 +187,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "rq_psn.range",
             "rq_psn is a 24-bit PSN",
             ibta("ch. 9.2 Base Transport Header: PSN is 24 bits", "PSN: 24 bits"),
+            MUST,
+            SPEC,
         ),
         lambda v, c: 0 <= v["rq_psn"] < PSN_LIMIT,
         _IBTA_ONLY,
@@ -166,6 +199,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "dest_qp_num.range",
             "dest_qp_num is a 24-bit QP number",
             ibta("ch. 9.2 Base Transport Header: DestQP is 24 bits", "DestQP: 24 bits"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["dest_qp_num"] < PSN_LIMIT,
     ),
@@ -178,6 +213,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
                 _MODIFY,
                 "Number of outstanding RDMA Read/Atomic as initiator: not above the HCA's limit",
             ),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["max_rd_atomic"] <= c.max_qp_init_rd_atom,
     ),
@@ -187,6 +224,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "max_dest_rd_atomic.range",
             "max_dest_rd_atomic must not exceed the device's max_qp_rd_atom",
             ibta(_MODIFY, "Responder resources for RDMA Read/Atomic: not above the HCA's limit"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["max_dest_rd_atomic"] <= c.max_qp_rd_atom,
     ),
@@ -196,6 +235,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "qp_access_flags.defined",
             "qp_access_flags holds only defined access bits",
             ibta(_MODIFY, "Enable RDMA Read / RDMA Write / Atomic operations"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
     ),
@@ -205,6 +246,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "alt_port_num.range",
             "the alternate path's port must be a port of the device",
             _uverbs("modify_qp(): IB_QP_ALT_PATH, !rdma_is_port_valid(alt_port_num) -> -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["alt_port_num"] <= c.phys_port_cnt,
     ),
@@ -214,6 +257,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "alt_path.roce",
             "alternate paths (APM) are refused on RoCE ports",
             Source(KERNEL_VERBS_C, "_ib_modify_qp(): 'Ban them in roce mode' -> -EINVAL"),
+            MUST,
+            CORE,
         ),
         lambda v, c: c.link_layer != "ethernet",
         _LINUX_ONLY,
@@ -227,6 +272,8 @@ PSN_MASKED = Rule(
     Source(
         KERNEL_VERBS_C, "_ib_modify_qp(): IB_QP_RQ_PSN/IB_QP_SQ_PSN & ~0xffffff -> dev_warn, mask"
     ),
+    kind=MUST,
+    layer=CORE,
 )
 
 #: Value errors are reported as EINVAL by the uverbs layer and the drivers.

@@ -10,7 +10,7 @@ take effect at once.
 
 import errno
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models import rules, uverbs
 from models.attributes import VALUE_ERRNOS, DeviceCaps, rules_for, value_violations
@@ -420,7 +420,8 @@ class QPModel:
 
     @staticmethod
     def _variant_of(rule: Rule, suffix: str, detail: str) -> Rule:
-        return Rule(f"{rule.id}.{suffix}", f"{rule.summary}; this mask {detail}", rule.source)
+        summary = f"{rule.summary}; this mask {detail}"
+        return replace(rule, id=f"{rule.id}.{suffix}", summary=summary)
 
     def _propose(
         self, exp: Expectation, effect: Callable[[], None] | None, wr_id: int | None = None

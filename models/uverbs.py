@@ -8,7 +8,7 @@ PORT implied by AV) and checks the AV port against the QP's port.
 from collections.abc import Mapping
 
 from models.enums import Attr, QPState, QPType
-from models.sources import KERNEL_UVERBS_CMD_C, Rule, Source
+from models.sources import KERNEL_UVERBS_CMD_C, MUST, UVERBS, Rule, Source
 
 AV_PORT_AT_RTR = Rule(
     "uverbs.modify_qp.av_port",
@@ -16,21 +16,29 @@ AV_PORT_AT_RTR = Rule(
     Source(
         KERNEL_UVERBS_CMD_C, "modify_qp(): IB_QP_AV with qp_state RTR, dest.port_num != qp->port"
     ),
+    kind=MUST,
+    layer=UVERBS,
 )
 AV_IMPLIES_PORT = Rule(
     "uverbs.modify_qp.av_implies_port",
     "outside ->RTR an AV without PORT makes uverbs add PORT (the AV's port) to the mask",
     Source(KERNEL_UVERBS_CMD_C, "modify_qp(): attr_mask |= IB_QP_PORT; port_num = dest.port_num"),
+    kind=MUST,
+    layer=UVERBS,
 )
 PORT_MATCHES_AV = Rule(
     "uverbs.modify_qp.port_matches_av",
     "outside ->RTR, PORT and AV together must name the same port",
     Source(KERNEL_UVERBS_CMD_C, "modify_qp(): port_num != dest.port_num -> -EINVAL"),
+    kind=MUST,
+    layer=UVERBS,
 )
 XRC_STRIP = Rule(
     "uverbs.modify_qp.xrc_strip",
     "uverbs silently drops the bits an XRC side cannot use before the table check",
     Source(KERNEL_UVERBS_CMD_C, "modify_qp_mask(): XRC_INI and XRC_TGT masks"),
+    kind=MUST,
+    layer=UVERBS,
 )
 
 _XRC_DROPPED = {
