@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from models import rules, uverbs
-from models.attributes import VALUE_ERRNOS, DeviceCaps, rules_for, value_violations
+from models.attributes import DeviceCaps, broken_value_rules, rules_for
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.sources import Rule
+from models.sources import MAY, Rule
 from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
 
 S = QPState
@@ -135,15 +135,21 @@ class QPModel:
             return refuse(self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"))
 
         checked.extend(rules_for(mask, self.table.name))
-        broken = value_violations(attrs, mask, self.caps, self.table.name)
-        if broken:
-            return refuse(broken[0], VALUE_ERRNOS)
+        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:
+            return refuse(strict[0].rule, strict[0].errnos)
 
-        outcome, rule = Outcome.ACCEPT, entry.rule
-        if Attr.CUR_STATE in mask and cur != self.state:
+        outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
+        if broken:  # only "may" rules: the driver refuses the value or stores it masked
+            outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
+        elif Attr.CUR_STATE in mask and cur != self.state:
             outcome, rule = Outcome.EITHER, rules.CUR_STATE_ASSUMED
             checked.append(rule)
-        return self._propose(*self._transition(nxt, attrs, mask, outcome, rule, checked))
+        exp, effect = self._transition(nxt, attrs, mask, outcome, rule, checked)
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
 
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state."""

@@ -343,7 +343,7 @@ MASK_FIELDS = {
     "RNR_RETRY": ("rnr_retry",),
     "RQ_PSN": ("rq_psn",),
     "MAX_QP_RD_ATOMIC": ("max_rd_atomic",),
-    "ALT_PATH": ("alt_port_num", "alt_timeout"),
+    "ALT_PATH": ("alt_port_num", "alt_timeout", "alt_ah_port_num"),
     "MIN_RNR_TIMER": ("min_rnr_timer",),
     "SQ_PSN": ("sq_psn",),
     "MAX_DEST_RD_ATOMIC": ("max_dest_rd_atomic",),

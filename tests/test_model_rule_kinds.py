@@ -41,7 +41,10 @@ BAD_VALUES = {
     "qp_access_flags": (16, 1 << 30), "alt_port_num": (9,), "alt_ah_port_num": (9,),
     "path_mig_state": (2,), "qkey": (0x80000000,),
 }
-CAPS = (DeviceCaps(), DeviceCaps(link_layer="infiniband"))
+CAPS = (
+    DeviceCaps(empty_gids=frozenset({3})),
+    DeviceCaps(link_layer="infiniband", phys_port_cnt=2),
+)
 
 
 def _model(qp_type: QPType, state: QPState, var: str, caps: DeviceCaps) -> QPModel:
