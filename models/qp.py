@@ -110,10 +110,12 @@ class QPModel:
             return refuse(rules.STATE_RANGE)
 
         if self.table.name == "linux":
-            mask, attrs, refusal, consulted = uverbs.rewrite(self.qp_type, attrs, mask, self.port)
+            mask, attrs, refusal, consulted = uverbs.rewrite(
+                self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
+            )
             checked.extend(consulted)
             if refusal is not None:
-                return refuse(refusal)
+                return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
 
         cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
         nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur

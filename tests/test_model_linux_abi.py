@@ -135,3 +135,24 @@ def test_path_mig_state_armed_is_left_to_the_driver() -> None:
     _, exp = modify("path_mig_state", 2)
     assert exp.outcome is Outcome.EITHER and exp.rule.id == "attr.path_mig_state.armed"
     assert modify("path_mig_state", 1)[1].outcome is Outcome.ACCEPT
+
+
+# ------------------------------------------------------------------------- Q_Key
+def _qkey_modify(qkey: int, privileged: bool, variant: str = "linux") -> object:
+    model = QPModel(T.UD, variant, DeviceCaps(privileged_qkey=privileged))
+    mask = Attr.STATE | Attr.PKEY_INDEX | Attr.PORT | Attr.QKEY
+    return model.modify({**VALID, "qp_state": int(S.INIT), "qkey": qkey}, mask)
+
+
+@pytest.mark.parametrize("qkey", [0x80000000, 0xFFFFFFFF])
+def test_a_controlled_qkey_needs_privilege(qkey: int) -> None:
+    """uverbs modify_qp(): qkey & IB_QP_SET_QKEY && !rdma_nl_get_privileged_qkey() -> EPERM."""
+    exp = _qkey_modify(qkey, privileged=False)
+    assert exp.outcome is Outcome.REFUSE and exp.errnos == {errno.EPERM}
+    assert exp.rule.id == "uverbs.modify_qp.qkey_privileged" and exp.rule.layer == "uverbs"
+    assert _qkey_modify(qkey, privileged=True).outcome is Outcome.ACCEPT
+
+
+def test_an_ordinary_qkey_needs_no_privilege() -> None:
+    assert _qkey_modify(0x7FFFFFFF, privileged=False).outcome is Outcome.ACCEPT
+    assert DeviceCaps().privileged_qkey  # the suite runs as root (CAP_NET_RAW)

@@ -43,7 +43,7 @@ BAD_VALUES = {
 }
 CAPS = (
     DeviceCaps(empty_gids=frozenset({3})),
-    DeviceCaps(link_layer="infiniband", phys_port_cnt=2),
+    DeviceCaps(link_layer="infiniband", phys_port_cnt=2, privileged_qkey=False),
 )
 
 
