@@ -22,6 +22,7 @@ from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
 S = QPState
 _ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
 _SQE_TYPES = frozenset({QPType.UD, QPType.UC})
+_NO_RQ_TYPES = frozenset({QPType.XRC_SEND, QPType.XRC_RECV})
 _EINVAL = frozenset({errno.EINVAL})
 
 
@@ -163,6 +164,9 @@ class QPModel:
     def post_send(self, wr_id: int) -> Expectation:
         """post_send of one signaled WR."""
         st = self.state
+        if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
+            exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
+            return self._propose_post(exp, wr_id)
         if st in (S.RESET, S.INIT, S.RTR):
             rule = rules.post_rule("send", st.name, False, "refused, the WR must never run")
             return self._propose_post(self._exp("post_send", Outcome.REFUSE, rule, st), wr_id)
@@ -183,6 +187,9 @@ class QPModel:
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
+        if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
+            exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
+            return self._propose_post(exp, wr_id)
         if st == S.RESET:
             rule = rules.post_rule("recv", st.name, False, "refused, the WR must never run")
             return self._propose_post(self._exp("post_recv", Outcome.REFUSE, rule, st), wr_id)

@@ -173,6 +173,32 @@ DESTROY = Rule(
     layer=DRIVER,
 )
 
+XRC_RECV_NO_SQ = Rule(
+    "xrc.post_send.no_sq",
+    "an XRC_RECV (XRC target) QP has no send queue: post_send is refused (errno is the "
+    "provider's) and the WR never runs",
+    Source(
+        KERNEL_UVERBS_CMD_C,
+        "create_qp(): IB_QPT_XRC_TGT is created on an XRCD with no send or receive queue "
+        "(no CQs, mlx5 sq_overhead() 0); ibv_post_send() goes to the provider unchecked",
+    ),
+    kind=OPTIONAL,
+    layer=PROVIDER,
+)
+XRC_NO_RQ = Rule(
+    "xrc.post_recv.no_rq",
+    "XRC QPs have no receive queue (XRC_SEND: max_recv_wr forced to 0; XRC_RECV: none at "
+    "all; receives go to the XRC SRQ): post_recv is refused (errno is the provider's) and the "
+    "WR never runs",
+    Source(
+        KERNEL_UVERBS_CMD_C,
+        "create_qp(): IB_QPT_XRC_INI -> cmd->max_recv_wr = 0, max_recv_sge = 0; "
+        "IB_QPT_XRC_TGT has no queues; ibv_post_recv() goes to the provider unchecked",
+    ),
+    kind=OPTIONAL,
+    layer=PROVIDER,
+)
+
 
 def post_rule(queue: str, state: str, accepted: bool, what: str) -> Rule:
     """The rule deciding a post_send/post_recv in one state.

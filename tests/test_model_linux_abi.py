@@ -156,3 +156,24 @@ def test_a_controlled_qkey_needs_privilege(qkey: int) -> None:
 def test_an_ordinary_qkey_needs_no_privilege() -> None:
     assert _qkey_modify(0x7FFFFFFF, privileged=False).outcome is Outcome.ACCEPT
     assert DeviceCaps().privileged_qkey  # the suite runs as root (CAP_NET_RAW)
+
+
+# ------------------------------------------------------------------------- XRC posts
+@pytest.mark.parametrize("variant", ["linux", "ibta"])
+@pytest.mark.parametrize("state", [S.INIT, S.RTR, S.RTS, S.ERR])
+def test_xrc_qps_without_a_queue_refuse_the_post(variant: str, state: QPState) -> None:
+    """XRC_RECV has neither queue, XRC_SEND no receive queue (uverbs create_qp())."""
+    cases = [(T.XRC_RECV, "post_send"), (T.XRC_RECV, "post_recv"), (T.XRC_SEND, "post_recv")]
+    for qp_type, verb in cases:
+        model = QPModel(qp_type, variant)
+        model.state = state
+        exp = getattr(model, verb)(7)
+        assert exp.outcome is Outcome.REFUSE, (qp_type, verb)
+        assert exp.errnos is None and exp.never_run == {7}
+        assert exp.rule.id.startswith("xrc.") and exp.rule.kind == "optional"
+        model.apply(exp, accepted=False)
+        assert 7 in model.never_run
+    sender = QPModel(T.XRC_SEND, variant)
+    sender.state = state
+    sends = state in (S.RTS, S.ERR)
+    assert sender.post_send(8).outcome is (Outcome.ACCEPT if sends else Outcome.REFUSE)
