@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
-from models.outcomes import Expectation, ExpectedCompletion
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
-from models.sources import DRIVER, MUST, Rule, ibta
+from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
 
 S = QPState
 SIDES = ("a", "b")
@@ -128,6 +128,22 @@ NO_EVENT_ON_COMPLETION_ERROR = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+
+COMM_EST_ON_FIRST_PACKET = Rule(
+    "pair.comm_est.first_packet",
+    "an RC/UC QP in RTR may raise COMM_EST once, when its first packet arrives (mlx5, hfi1, "
+    "qib do; rxe does not): allowed, never required",
+    Source(
+        "linux drivers/infiniband/sw/rdmavt/qp.c",
+        "rvt_comm_est() called by hfi1_rc_rcv()/hfi1_uc_rcv() (hfi1 rc.c, uc.c) and "
+        "qib_rc_rcv()/qib_uc_rcv() when qp->state == IB_QPS_RTR && !(r_flags & "
+        "RVT_R_COMM_EST); mlx5 qp.c mlx5_ib_handle_qp_event(): MLX5_EVENT_TYPE_COMM_EST",
+        "Communication Established: a message was received on a QP in RTR",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+_COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
 
 
 @dataclass(frozen=True)
@@ -285,6 +301,10 @@ class PairModel:
         peer_side = self.peer_of(side)
         effects: list[tuple[str, Expectation]] = []
         forbidden: dict[str, tuple[EventType, ...]] = {}
+        arrives = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))[1] is not Fault.BAD_LKEY
+        peer = self.ends[peer_side]
+        if arrives and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
+            effects.append((peer_side, self._first_packet(peer_side)))
         if at_peer == "recv":
             effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
         effects.append((side, req.send_completed(status)))
@@ -294,6 +314,20 @@ class PairModel:
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         self._ops.pop((side, wr_id), None)
         return WireStep(side, wr_id, rule, tuple(effects), forbidden)
+
+    def _first_packet(self, side: str) -> Expectation:
+        """The first packet reached `side` in RTR: COMM_EST may follow, once."""
+        self.ends[side].awaiting_first_packet = False
+        state = self.ends[side].state
+        return Expectation(
+            verb="packet_received",
+            outcome=Outcome.ACCEPT,
+            rule=COMM_EST_ON_FIRST_PACKET,
+            state_before=state,
+            state_if_accepted=state,
+            checked=(COMM_EST_ON_FIRST_PACKET,),
+            allowed_events=(EventType.COMM_EST,),
+        )
 
     # ------------------------------------------------------------------ following a device
     def follow_drained(self, side: str) -> list[int]:

@@ -52,6 +52,7 @@ class QPModel:
         self.draining = False
         self.destroyed = False
         self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
+        self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
@@ -410,6 +411,8 @@ class QPModel:
         self.recvs.clear()
 
     def _enter(self, state: QPState) -> None:
+        if state != self.state:
+            self.awaiting_first_packet = state == S.RTR
         self.state = state
         if state != S.SQD:
             self.draining = False
