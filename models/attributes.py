@@ -1,9 +1,15 @@
-"""Attribute value rules: the ranges a device must enforce on modify_qp.
+"""Attribute value rules: the ranges a device must (or may) enforce on modify_qp.
 
 Values are given in a flat dict whose keys are pyverbs QPAttr field names
 (`timeout`, `port_num`, ...) plus `ah_port_num` and `ah_sgid_index` for the
-address vector. Ranges come from the field widths of the IBTA and the checks
-of the Linux uverbs layer; device limits come from `DeviceCaps`.
+address vector and `alt_ah_port_num` for the alternate one. Ranges come from the
+field widths of the IBTA and the checks of the Linux uverbs layer and core; device
+limits come from `DeviceCaps`.
+
+A value rule of kind "may" (e.g. `attr.timeout.width`) is one no Linux layer
+before the driver checks: a driver may refuse the value or store it masked to
+the field width, and both conform (the model expects either). The `ibta` variant
+keeps the spec's strict ranges for those fields.
 """
 
 import errno
@@ -11,14 +17,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from models.enums import MTU, AccessFlag, Attr
-from models.sources import KERNEL_UVERBS_CMD_C, KERNEL_VERBS_C, Rule, Source, ibta
+from models.sources import (
+    CORE,
+    DRIVER,
+    KERNEL_CACHE_C,
+    KERNEL_UVERBS_CMD_C,
+    KERNEL_VERBS_C,
+    MAY,
+    MUST,
+    SPEC,
+    UVERBS,
+    Rule,
+    Source,
+    ibta,
+)
 
 PSN_LIMIT = 1 << 24  # PSNs and QP numbers are 24-bit fields of the BTH
+
+#: Value errors are reported as EINVAL by the uverbs layer and the drivers.
+VALUE_ERRNOS = frozenset({errno.EINVAL})
 
 
 @dataclass(frozen=True)
 class DeviceCaps:
-    """The device limits the value rules depend on (from query_device/query_port)."""
+    """The device limits the value rules depend on (from query_device/query_port), and
+    what the process may do with the device."""
 
     phys_port_cnt: int = 1
     pkey_tbl_len: int = 1
@@ -27,24 +50,30 @@ class DeviceCaps:
     max_qp_rd_atom: int = 16  # responder resources: limit of max_dest_rd_atomic
     max_qp_init_rd_atom: int = 16  # initiator depth: limit of max_rd_atomic
     link_layer: str = "ethernet"  # "ethernet" (RoCE) or "infiniband"
+    #: In-range GID indices of the port whose entry is empty (the core answers ENODATA).
+    empty_gids: frozenset[int] = frozenset()
+    #: May the process set a controlled Q_Key (bit 31)? True with CAP_NET_RAW (the suite
+    #: runs as root) or when `rdma system set privileged-qkey on`; see models/uverbs.py.
+    privileged_qkey: bool = True
 
 
 @dataclass(frozen=True)
 class ValueRule:
-    """One value check: which mask bit it applies to, the rule, and the test."""
+    """One value check: which mask bit it applies to, the rule, the test, the errnos."""
 
     bit: Attr
     rule: Rule
     valid: Callable[[Mapping[str, int], DeviceCaps], bool]
     variants: frozenset[str] = frozenset({"linux", "ibta"})
+    errnos: frozenset[int] = VALUE_ERRNOS
 
 
 def _uverbs(where: str) -> Source:
     return Source(KERNEL_UVERBS_CMD_C, where)
 
 
-def _r(rule_id: str, summary: str, source: Source) -> Rule:
-    return Rule(f"attr.{rule_id}", summary, source)
+def _r(rule_id: str, summary: str, source: Source, kind: str, layer: str) -> Rule:
+    return Rule(f"attr.{rule_id}", summary, source, kind=kind, layer=layer)
 
 
 _MODIFY = "ch. 11.2.5.2 Modify Queue Pair (input modifiers)"
@@ -54,9 +83,55 @@ _QP_ACCESS = int(
     | AccessFlag.REMOTE_READ
     | AccessFlag.REMOTE_ATOMIC
 )
+#: enum ib_mig_state (include/rdma/ib_verbs.h): what a consumer may ask for.
+MIG_MIGRATED, MIG_REARM, MIG_ARMED = 0, 1, 2
 
 _IBTA_ONLY = frozenset({"ibta"})
 _LINUX_ONLY = frozenset({"linux"})
+
+#: Neither modify_qp() in uverbs_cmd.c nor _ib_modify_qp() in verbs.c looks at these.
+_UNCHECKED = "not checked by modify_qp() (uverbs_cmd.c) nor _ib_modify_qp() (verbs.c)"
+_MLX5 = "linux drivers/infiniband/hw/mlx5/qp.c"
+
+
+def _width(field: str, bits: int, what: str, mlx5_where: str) -> tuple[ValueRule, ValueRule]:
+    """A field the spec gives `bits` bits: strict in `ibta`, left to the driver in `linux`."""
+    limit = 1 << bits
+    bit = {
+        "timeout": Attr.TIMEOUT,
+        "retry_cnt": Attr.RETRY_CNT,
+        "rnr_retry": Attr.RNR_RETRY,
+        "min_rnr_timer": Attr.MIN_RNR_TIMER,
+        "dest_qp_num": Attr.DEST_QPN,
+    }[field]
+    spec = "ch. 9.2 Base Transport Header" if field == "dest_qp_num" else _MODIFY
+
+    def fits(v: Mapping[str, int], c: DeviceCaps) -> bool:
+        return 0 <= v[field] < limit
+
+    strict = ValueRule(
+        bit,
+        _r(f"{field}.range", f"{field} ({what}) is a {bits}-bit value: 0..{limit - 1}",
+           ibta(spec, f"{what}: {bits} bits"), MUST, SPEC),
+        fits,
+        _IBTA_ONLY,
+    )
+    lenient = ValueRule(
+        bit,
+        _r(
+            f"{field}.width",
+            f"{field} ({what}) above {limit - 1} does not fit its {bits}-bit field: no Linux "
+            "layer before the driver checks it, so a driver may refuse it (EINVAL) or store "
+            "it masked to the field width",
+            Source(_MLX5, f"{mlx5_where}: MLX5_SET() masks to the field width; {_UNCHECKED}"),
+            MAY,
+            DRIVER,
+        ),
+        fits,
+        _LINUX_ONLY,
+    )
+    return strict, lenient
+
 
 VALUE_RULES: tuple[ValueRule, ...] = (
     ValueRule(
@@ -65,6 +140,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "port_num.range",
             "port_num must be a port of the device (1..phys_port_cnt)",
             _uverbs("modify_qp(): rdma_is_port_valid(port_num) else -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["port_num"] <= c.phys_port_cnt,
     ),
@@ -74,6 +151,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "ah_port_num.range",
             "the address vector's port must be a port of the device",
             _uverbs("modify_qp(): rdma_is_port_valid(dest.port_num) else -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["ah_port_num"] <= c.phys_port_cnt,
     ),
@@ -82,9 +161,33 @@ VALUE_RULES: tuple[ValueRule, ...] = (
         _r(
             "ah_sgid_index.range",
             "the address vector's source GID index must be in the GID table",
-            ibta(_MODIFY, "Primary path address vector: SGID index into the port's GID table"),
+            Source(
+                KERNEL_VERBS_C,
+                "_ib_modify_qp() -> rdma_fill_sgid_attr() -> rdma_get_gid_attr() (cache.c): "
+                "index >= table->sz -> -EINVAL (with a GRH; RoCE always has one)",
+            ),
+            MUST,
+            CORE,
         ),
         lambda v, c: 0 <= v["ah_sgid_index"] < c.gid_tbl_len,
+    ),
+    ValueRule(
+        Attr.AV,
+        _r(
+            "ah_sgid_index.empty",
+            "an in-range source GID index whose GID table entry is empty is refused with "
+            "ENODATA",
+            Source(
+                KERNEL_CACHE_C,
+                "rdma_get_gid_attr(): !is_gid_entry_valid() -> ERR_PTR(-ENODATA), returned by "
+                "rdma_fill_sgid_attr() in _ib_modify_qp() (verbs.c)",
+            ),
+            MUST,
+            CORE,
+        ),
+        lambda v, c: v["ah_sgid_index"] not in c.empty_gids,
+        _LINUX_ONLY,
+        frozenset({errno.ENODATA}),
     ),
     ValueRule(
         Attr.PKEY_INDEX,
@@ -92,6 +195,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "pkey_index.range",
             "pkey_index must be an index into the port's P_Key table",
             ibta(_MODIFY, "P_Key index: index into the port's P_Key table"),
+            MUST,
+            DRIVER,  # the core checks it only for IB QPs with qp_sec (security.c)
         ),
         lambda v, c: 0 <= v["pkey_index"] < c.pkey_tbl_len,
     ),
@@ -101,51 +206,25 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "path_mtu.range",
             "path_mtu must be an ibv_mtu value not above the port's max_mtu",
             ibta(_MODIFY, "Path MTU: shall not exceed the MTU capability of the port"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: MTU.MTU_256 <= v["path_mtu"] <= c.max_mtu,
     ),
-    ValueRule(
-        Attr.TIMEOUT,
-        _r(
-            "timeout.range",
-            "timeout (local ACK timeout exponent) is a 5-bit value: 0..31",
-            ibta(_MODIFY, "Local ACK Timeout: 5 bits, 4.096 us * 2^timeout"),
-        ),
-        lambda v, c: 0 <= v["timeout"] <= 31,
-    ),
-    ValueRule(
-        Attr.RETRY_CNT,
-        _r(
-            "retry_cnt.range",
-            "retry_cnt is a 3-bit value: 0..7",
-            ibta(_MODIFY, "Retry count: 3 bits"),
-        ),
-        lambda v, c: 0 <= v["retry_cnt"] <= 7,
-    ),
-    ValueRule(
-        Attr.RNR_RETRY,
-        _r(
-            "rnr_retry.range",
-            "rnr_retry is a 3-bit value: 0..7 (7 = infinite)",
-            ibta(_MODIFY, "RNR retry count: 3 bits, 7 means infinite"),
-        ),
-        lambda v, c: 0 <= v["rnr_retry"] <= 7,
-    ),
-    ValueRule(
-        Attr.MIN_RNR_TIMER,
-        _r(
-            "min_rnr_timer.range",
-            "min_rnr_timer is a 5-bit encoded value: 0..31",
-            ibta(_MODIFY, "Minimum RNR NAK timer field value: 5 bits (Table 45 encoding)"),
-        ),
-        lambda v, c: 0 <= v["min_rnr_timer"] <= 31,
-    ),
+    *_width("timeout", 5, "local ACK timeout exponent", "mlx5_set_path(): ack_timeout[0x5]"),
+    *_width("retry_cnt", 3, "retry count", "__mlx5_ib_modify_qp(): retry_count[0x3]"),
+    *_width("rnr_retry", 3, "RNR retry count, 7 = infinite",
+            "__mlx5_ib_modify_qp(): rnr_retry[0x3]"),
+    *_width("min_rnr_timer", 5, "minimum RNR NAK timer code",
+            "__mlx5_ib_modify_qp(): min_rnr_nak[0x5]"),
     ValueRule(
         Attr.SQ_PSN,
         _r(
             "sq_psn.range",
             "sq_psn is a 24-bit PSN",
             ibta("ch. 9.2 Base Transport Header: PSN is 24 bits", "PSN: 24 bits"),
+            MUST,
+            SPEC,
         ),
         lambda v, c: 0 <= v["sq_psn"] < PSN_LIMIT,
         _IBTA_ONLY,
@@ -156,19 +235,14 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "rq_psn.range",
             "rq_psn is a 24-bit PSN",
             ibta("ch. 9.2 Base Transport Header: PSN is 24 bits", "PSN: 24 bits"),
+            MUST,
+            SPEC,
         ),
         lambda v, c: 0 <= v["rq_psn"] < PSN_LIMIT,
         _IBTA_ONLY,
     ),
-    ValueRule(
-        Attr.DEST_QPN,
-        _r(
-            "dest_qp_num.range",
-            "dest_qp_num is a 24-bit QP number",
-            ibta("ch. 9.2 Base Transport Header: DestQP is 24 bits", "DestQP: 24 bits"),
-        ),
-        lambda v, c: 0 <= v["dest_qp_num"] < PSN_LIMIT,
-    ),
+    *_width("dest_qp_num", 24, "destination QP number",
+            "__mlx5_ib_modify_qp(): remote_qpn[0x18]"),
     ValueRule(
         Attr.MAX_QP_RD_ATOMIC,
         _r(
@@ -178,6 +252,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
                 _MODIFY,
                 "Number of outstanding RDMA Read/Atomic as initiator: not above the HCA's limit",
             ),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["max_rd_atomic"] <= c.max_qp_init_rd_atom,
     ),
@@ -187,6 +263,8 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "max_dest_rd_atomic.range",
             "max_dest_rd_atomic must not exceed the device's max_qp_rd_atom",
             ibta(_MODIFY, "Responder resources for RDMA Read/Atomic: not above the HCA's limit"),
+            MUST,
+            DRIVER,
         ),
         lambda v, c: 0 <= v["max_dest_rd_atomic"] <= c.max_qp_rd_atom,
     ),
@@ -194,10 +272,34 @@ VALUE_RULES: tuple[ValueRule, ...] = (
         Attr.ACCESS_FLAGS,
         _r(
             "qp_access_flags.defined",
-            "qp_access_flags holds only defined access bits",
+            "qp_access_flags holds only the QP access bits (local write, remote write, remote "
+            "read, remote atomic)",
             ibta(_MODIFY, "Enable RDMA Read / RDMA Write / Atomic operations"),
+            MUST,
+            SPEC,
         ),
         lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
+        _IBTA_ONLY,
+    ),
+    ValueRule(
+        Attr.ACCESS_FLAGS,
+        _r(
+            "qp_access_flags.driver",
+            "qp_access_flags bits beyond the four QP access bits (MW_BIND and the other "
+            "ib_uverbs_access_flags, or undefined bits) are left to the driver: it may refuse "
+            "them (EINVAL) or ignore them",
+            Source(
+                KERNEL_UVERBS_CMD_C,
+                "modify_qp() copies qp_access_flags unchecked, _ib_modify_qp() (verbs.c) too; "
+                "rxe_qp_chk_attr() (rxe_qp.c, 6.4+) refuses bits outside "
+                "RXE_ACCESS_SUPPORTED_QP; mlx5 set_qpc_atomic_flags() (qp.c) uses only "
+                "REMOTE_READ/WRITE/ATOMIC",
+            ),
+            MAY,
+            DRIVER,
+        ),
+        lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
+        _LINUX_ONLY,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -205,8 +307,27 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "alt_port_num.range",
             "the alternate path's port must be a port of the device",
             _uverbs("modify_qp(): IB_QP_ALT_PATH, !rdma_is_port_valid(alt_port_num) -> -EINVAL"),
+            MUST,
+            UVERBS,
         ),
         lambda v, c: 1 <= v["alt_port_num"] <= c.phys_port_cnt,
+    ),
+    ValueRule(
+        Attr.ALT_PATH,
+        _r(
+            "alt_ah_port_num.match",
+            "the alternate address vector's port must be a port of the device and equal "
+            "alt_port_num",
+            _uverbs(
+                "modify_qp(): IB_QP_ALT_PATH, !rdma_is_port_valid(alt_dest.port_num) || "
+                "alt_port_num != alt_dest.port_num -> -EINVAL"
+            ),
+            MUST,
+            UVERBS,
+        ),
+        lambda v, c: 1 <= v["alt_ah_port_num"] <= c.phys_port_cnt
+        and v["alt_ah_port_num"] == v["alt_port_num"],
+        _LINUX_ONLY,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -214,9 +335,28 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             "alt_path.roce",
             "alternate paths (APM) are refused on RoCE ports",
             Source(KERNEL_VERBS_C, "_ib_modify_qp(): 'Ban them in roce mode' -> -EINVAL"),
+            MUST,
+            CORE,
         ),
         lambda v, c: c.link_layer != "ethernet",
         _LINUX_ONLY,
+    ),
+    ValueRule(
+        Attr.PATH_MIG_STATE,
+        _r(
+            "path_mig_state.armed",
+            "path_mig_state other than MIGRATED or REARM (ARMED, or no ib_mig_state value) is "
+            "left to the driver: rdmavt (hfi1, qib) refuses it, mlx5 stores ARMED",
+            Source(
+                "linux drivers/infiniband/sw/rdmavt/qp.c",
+                "rvt_modify_qp(): IB_QP_PATH_MIG_STATE neither IB_MIG_REARM nor IB_MIG_MIGRATED "
+                "-> goto inval; mlx5 __mlx5_ib_modify_qp() (qp.c): case IB_MIG_ARMED -> "
+                f"MLX5_QP_PM_ARMED; {_UNCHECKED}",
+            ),
+            MAY,
+            DRIVER,
+        ),
+        lambda v, c: v["path_mig_state"] in (MIG_MIGRATED, MIG_REARM),
     ),
 )
 
@@ -227,15 +367,14 @@ PSN_MASKED = Rule(
     Source(
         KERNEL_VERBS_C, "_ib_modify_qp(): IB_QP_RQ_PSN/IB_QP_SQ_PSN & ~0xffffff -> dev_warn, mask"
     ),
+    kind=MUST,
+    layer=CORE,
 )
 
-#: Value errors are reported as EINVAL by the uverbs layer and the drivers.
-VALUE_ERRNOS = frozenset({errno.EINVAL})
 
-
-def value_violations(
+def broken_value_rules(
     attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: str = "linux"
-) -> list[Rule]:
+) -> list[ValueRule]:
     """The value rules broken by the attributes a mask selects (fields absent: not checked)."""
     broken = []
     for vr in VALUE_RULES:
@@ -246,8 +385,15 @@ def value_violations(
         except KeyError:
             continue  # the field was not given: nothing to check
         if not ok:
-            broken.append(vr.rule)
+            broken.append(vr)
     return broken
+
+
+def value_violations(
+    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: str = "linux"
+) -> list[Rule]:
+    """The rules of `broken_value_rules`."""
+    return [vr.rule for vr in broken_value_rules(attrs, mask, caps, variant)]
 
 
 def rules_for(mask: Attr, variant: str = "linux") -> list[Rule]:

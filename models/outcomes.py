@@ -30,7 +30,8 @@ class Expectation:
 
     `completions` are due because of this step and must appear, per queue in
     this order, within a bounded wait. `never_run` lists WRs that must never
-    produce a completion at all. `events` must appear; `forbidden_events` must not.
+    produce a completion at all. `events` must appear; `forbidden_events` must not;
+    `allowed_events` may appear once each, or not at all (a "may" rule, e.g. COMM_EST).
     """
 
     verb: str
@@ -44,6 +45,7 @@ class Expectation:
     forbidden_events: tuple[EventType, ...] = ()
     never_run: frozenset[int] = frozenset()
     checked: tuple[Rule, ...] = field(default=(), compare=False)
+    allowed_events: tuple[EventType, ...] = ()
 
     def state_after(self, accepted: bool) -> QPState:
         """The state the QP must be in once the verb returned; a failed verb changes nothing."""

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
-from models.outcomes import Expectation, ExpectedCompletion
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
-from models.sources import Rule, ibta
+from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
 
 S = QPState
 SIDES = ("a", "b")
@@ -51,34 +51,46 @@ SEND_DELIVERED = Rule(
     "a SEND reaching a receiving peer with a posted receive consumes the peer's oldest receive; "
     "both complete with SUCCESS",
     ibta(_TRANSPORT + " and ch. 10.8 Work request processing", "receives are consumed in order"),
+    kind=MUST,
+    layer=DRIVER,
 )
 WRITE_DELIVERED = Rule(
     "pair.write.delivered",
     "an RDMA WRITE with a valid rkey completes with SUCCESS and consumes no receive",
     ibta("ch. 9.4.3 RDMA WRITE"),
+    kind=MUST,
+    layer=DRIVER,
 )
 RC_RNR_EXHAUSTED = Rule(
     "pair.rc.rnr_retry_exc",
     "an RC SEND meeting an empty receive queue is RNR NAKed; after rnr_retry retries (7 = "
     "forever) the requester completes it with RNR_RETRY_EXC_ERR and enters ERR",
     ibta(_TRANSPORT + ", RNR NAK and ch. 10.8.3 Completion status", "RNR Retry Counter Exceeded"),
+    kind=MUST,
+    layer=DRIVER,
 )
 RC_RNR_WAITING = Rule(
     "pair.rc.rnr_wait",
     "with rnr_retry = 7 an RNR-NAKed SEND is retried until a receive is posted",
     ibta(_TRANSPORT + ", RNR NAK", "a value of 7 indicates infinite retry"),
+    kind=MUST,
+    layer=DRIVER,
 )
 RC_RETRY_EXHAUSTED = Rule(
     "pair.rc.retry_exc",
     "an RC request to a peer that does not answer (gone, RESET, INIT or ERR) times out; after "
     "retry_cnt retries the requester completes it with RETRY_EXC_ERR and enters ERR",
     ibta(_TRANSPORT + ", Local ACK Timeout", "Transport Retry Counter Exceeded"),
+    kind=MUST,
+    layer=DRIVER,
 )
 UNRELIABLE_DROPPED = Rule(
     "pair.unreliable.dropped",
     "a UD/UC message the peer cannot take (no receive, or peer not in RTR/RTS/SQD/SQE) is "
     "silently dropped; the requester still completes it with SUCCESS and the peer sees nothing",
     ibta(_UNRELIABLE + " and " + _STATES, "incoming packets are silently dropped"),
+    kind=MUST,
+    layer=DRIVER,
 )
 RC_BAD_RKEY = Rule(
     "pair.rc.bad_rkey",
@@ -90,24 +102,48 @@ RC_BAD_RKEY = Rule(
         "asynchronous errors",
         "Local Access Violation Work Queue Error",
     ),
+    kind=MUST,
+    layer=DRIVER,
 )
 UC_BAD_RKEY = Rule(
     "pair.uc.bad_rkey",
     "a UC RDMA WRITE with an invalid rkey is dropped by the responder; the requester completes "
     "it with SUCCESS (unreliable: no NAK)",
     ibta(_UNRELIABLE + ", responder error behavior", "the packet is silently dropped"),
+    kind=MUST,
+    layer=DRIVER,
 )
 BAD_LKEY = Rule(
     "pair.bad_lkey",
     "a send WR whose local SGE has an invalid lkey completes with LOC_PROT_ERR; nothing reaches "
     "the peer (RC then enters ERR, UD/UC enter SQE)",
     ibta("ch. 10.8.3 Completion status and ch. 10.6 Memory protection", "Local Protection Error"),
+    kind=MUST,
+    layer=DRIVER,
 )
 NO_EVENT_ON_COMPLETION_ERROR = Rule(
     "pair.completion_error.no_event",
     "an error reported in a completion raises no affiliated async event on the requester",
     ibta("ch. 11.6.3 Asynchronous events", "errors reported through a CQE are not also events"),
+    kind=MUST,
+    layer=DRIVER,
 )
+
+COMM_EST_ON_FIRST_PACKET = Rule(
+    "pair.comm_est.first_packet",
+    "an RC/UC QP in RTR may raise COMM_EST once, when its first packet arrives (mlx5, hfi1, "
+    "qib do; rxe does not): allowed, never required",
+    Source(
+        "linux drivers/infiniband/sw/rdmavt/qp.c",
+        "rvt_comm_est() called by hfi1_rc_rcv()/hfi1_uc_rcv() (hfi1 rc.c, uc.c) and "
+        "qib_rc_rcv()/qib_uc_rcv() when qp->state == IB_QPS_RTR && !(r_flags & "
+        "RVT_R_COMM_EST); mlx5 qp.c mlx5_ib_handle_qp_event(): MLX5_EVENT_TYPE_COMM_EST",
+        "Communication Established: a message was received on a QP in RTR",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+_COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
 
 
 @dataclass(frozen=True)
@@ -265,6 +301,10 @@ class PairModel:
         peer_side = self.peer_of(side)
         effects: list[tuple[str, Expectation]] = []
         forbidden: dict[str, tuple[EventType, ...]] = {}
+        arrives = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))[1] is not Fault.BAD_LKEY
+        peer = self.ends[peer_side]
+        if arrives and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
+            effects.append((peer_side, self._first_packet(peer_side)))
         if at_peer == "recv":
             effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
         effects.append((side, req.send_completed(status)))
@@ -274,6 +314,20 @@ class PairModel:
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         self._ops.pop((side, wr_id), None)
         return WireStep(side, wr_id, rule, tuple(effects), forbidden)
+
+    def _first_packet(self, side: str) -> Expectation:
+        """The first packet reached `side` in RTR: COMM_EST may follow, once."""
+        self.ends[side].awaiting_first_packet = False
+        state = self.ends[side].state
+        return Expectation(
+            verb="packet_received",
+            outcome=Outcome.ACCEPT,
+            rule=COMM_EST_ON_FIRST_PACKET,
+            state_before=state,
+            state_if_accepted=state,
+            checked=(COMM_EST_ON_FIRST_PACKET,),
+            allowed_events=(EventType.COMM_EST,),
+        )
 
     # ------------------------------------------------------------------ following a device
     def follow_drained(self, side: str) -> list[int]:

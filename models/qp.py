@@ -10,18 +10,19 @@ take effect at once.
 
 import errno
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models import rules, uverbs
-from models.attributes import VALUE_ERRNOS, DeviceCaps, rules_for, value_violations
+from models.attributes import DeviceCaps, broken_value_rules, rules_for
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.sources import Rule
+from models.sources import MAY, Rule
 from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
 
 S = QPState
 _ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
 _SQE_TYPES = frozenset({QPType.UD, QPType.UC})
+_NO_RQ_TYPES = frozenset({QPType.XRC_SEND, QPType.XRC_RECV})
 _EINVAL = frozenset({errno.EINVAL})
 
 
@@ -51,6 +52,7 @@ class QPModel:
         self.draining = False
         self.destroyed = False
         self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
+        self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
@@ -110,10 +112,12 @@ class QPModel:
             return refuse(rules.STATE_RANGE)
 
         if self.table.name == "linux":
-            mask, attrs, refusal, consulted = uverbs.rewrite(self.qp_type, attrs, mask, self.port)
+            mask, attrs, refusal, consulted = uverbs.rewrite(
+                self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
+            )
             checked.extend(consulted)
             if refusal is not None:
-                return refuse(refusal)
+                return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
 
         cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
         nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
@@ -135,15 +139,21 @@ class QPModel:
             return refuse(self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"))
 
         checked.extend(rules_for(mask, self.table.name))
-        broken = value_violations(attrs, mask, self.caps, self.table.name)
-        if broken:
-            return refuse(broken[0], VALUE_ERRNOS)
+        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:
+            return refuse(strict[0].rule, strict[0].errnos)
 
-        outcome, rule = Outcome.ACCEPT, entry.rule
-        if Attr.CUR_STATE in mask and cur != self.state:
+        outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
+        if broken:  # only "may" rules: the driver refuses the value or stores it masked
+            outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
+        elif Attr.CUR_STATE in mask and cur != self.state:
             outcome, rule = Outcome.EITHER, rules.CUR_STATE_ASSUMED
             checked.append(rule)
-        return self._propose(*self._transition(nxt, attrs, mask, outcome, rule, checked))
+        exp, effect = self._transition(nxt, attrs, mask, outcome, rule, checked)
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
 
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state."""
@@ -155,6 +165,9 @@ class QPModel:
     def post_send(self, wr_id: int) -> Expectation:
         """post_send of one signaled WR."""
         st = self.state
+        if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
+            exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
+            return self._propose_post(exp, wr_id)
         if st in (S.RESET, S.INIT, S.RTR):
             rule = rules.post_rule("send", st.name, False, "refused, the WR must never run")
             return self._propose_post(self._exp("post_send", Outcome.REFUSE, rule, st), wr_id)
@@ -175,6 +188,9 @@ class QPModel:
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
+        if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
+            exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
+            return self._propose_post(exp, wr_id)
         if st == S.RESET:
             rule = rules.post_rule("recv", st.name, False, "refused, the WR must never run")
             return self._propose_post(self._exp("post_recv", Outcome.REFUSE, rule, st), wr_id)
@@ -395,6 +411,8 @@ class QPModel:
         self.recvs.clear()
 
     def _enter(self, state: QPState) -> None:
+        if state != self.state:
+            self.awaiting_first_packet = state == S.RTR
         self.state = state
         if state != S.SQD:
             self.draining = False
@@ -420,7 +438,8 @@ class QPModel:
 
     @staticmethod
     def _variant_of(rule: Rule, suffix: str, detail: str) -> Rule:
-        return Rule(f"{rule.id}.{suffix}", f"{rule.summary}; this mask {detail}", rule.source)
+        summary = f"{rule.summary}; this mask {detail}"
+        return replace(rule, id=f"{rule.id}.{suffix}", summary=summary)
 
     def _propose(
         self, exp: Expectation, effect: Callable[[], None] | None, wr_id: int | None = None

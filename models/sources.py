@@ -2,6 +2,23 @@
 
 A report prints `Rule.id`, its summary and its source, so a driver developer
 can go from a divergence straight to the kernel line or the spec section.
+
+Each rule also says how strong it is (`kind`) and who enforces it on Linux
+(`layer`), so a report can tell a driver bug from an implementation choice:
+
+- kind "must": the spec and the Linux ABI agree; a device that differs is wrong.
+  "may": implementation-defined; either outcome conforms, but the device must be
+  consistent and its choice observable. "optional": an optional feature (SQD, SQE,
+  alternate paths, XRC, RAW_PACKET, rate limits) that a device may lack.
+- layer "spec": nothing on Linux enforces it (the `ibta` variant only); "uverbs":
+  drivers/infiniband/core/uverbs_cmd.c before any driver; "core": the core verbs in
+  drivers/infiniband/core/verbs.c (and cache.c, security.c) for every driver;
+  "provider": the rdma-core user-space provider library; "driver": the kernel
+  driver and its hardware (including the helpers a driver may or may not call,
+  such as ib_modify_qp_is_ok()).
+
+Both default to None, which means "not decided": tests/test_model_rule_kinds.py
+fails for any rule reachable from the model that leaves either undecided.
 """
 
 from dataclasses import dataclass
@@ -10,6 +27,12 @@ KERNEL_VERBS_C = "linux drivers/infiniband/core/verbs.c"
 KERNEL_UVERBS_CMD_C = "linux drivers/infiniband/core/uverbs_cmd.c"
 LIBIBVERBS = "rdma-core libibverbs"
 IBTA_VOL1 = "IBTA InfiniBand Architecture Specification Vol. 1"
+KERNEL_CACHE_C = "linux drivers/infiniband/core/cache.c"
+
+MUST, MAY, OPTIONAL = "must", "may", "optional"
+KINDS = (MUST, MAY, OPTIONAL)
+SPEC, CORE, UVERBS, PROVIDER, DRIVER = "spec", "core", "uverbs", "provider", "driver"
+LAYERS = (SPEC, CORE, UVERBS, PROVIDER, DRIVER)
 
 
 @dataclass(frozen=True)
@@ -31,16 +54,25 @@ class Rule:
     id: str
     summary: str
     source: Source
+    kind: str | None = None  # MUST, MAY or OPTIONAL; None: not decided
+    layer: str | None = None  # SPEC, CORE, UVERBS, PROVIDER or DRIVER; None: not decided
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in KINDS:
+            raise ValueError(f"rule {self.id}: kind {self.kind!r} is not one of {KINDS}")
+        if self.layer is not None and self.layer not in LAYERS:
+            raise ValueError(f"rule {self.id}: layer {self.layer!r} is not one of {LAYERS}")
 
     def __str__(self) -> str:
         return f"{self.id} ({self.source})"
 
 
 def kernel_table(cur: str, nxt: str) -> Source:
-    """The qp_state_table entry the Linux core checks for cur -> nxt."""
+    """The qp_state_table entry for cur -> nxt, checked by the drivers that call the helper."""
     return Source(
         KERNEL_VERBS_C,
-        f"qp_state_table[IB_QPS_{cur}][IB_QPS_{nxt}] via ib_modify_qp_is_ok()",
+        f"qp_state_table[IB_QPS_{cur}][IB_QPS_{nxt}] via ib_modify_qp_is_ok(), "
+        "called by the driver's modify_qp (not by _ib_modify_qp())",
     )
 
 

@@ -1,17 +1,26 @@
 """The QP state transition table as data, in two named variants.
 
-`linux` is the core verbs table every Linux driver is held to
-(`qp_state_table` checked by `ib_modify_qp_is_ok()` in
+`linux` is the Linux core's transition table (`qp_state_table` in
 drivers/infiniband/core/verbs.c), transcribed entry by entry for the six
-user-visible QP types. `ibta` is the specification's table: the same entries
-plus the transitions the spec allows and Linux does not (see IBTA_EXTRA).
+user-visible QP types. The core does not enforce it: `_ib_modify_qp()` never
+calls `ib_modify_qp_is_ok()`; each driver's modify_qp calls that helper or not.
+rxe, mlx4, mlx5, bnxt_re, hns, efa, rdmavt (hfi1, qib) and irdma's RoCE path call
+it; siw, cxgb4 and irdma's iWARP path never do, so on those nothing holds a modify
+to the table but the driver's own checks. Drivers that call it differ in what they
+pass: bnxt_re uses its own state and ignores cur_qp_state; bnxt_re, irdma and rxe
+(since 6.4) call it only when IB_QP_STATE is in the mask, so an attribute-only
+modify is not table-checked there. The table's rules therefore have layer
+"driver": a device that differs has a driver that skips or bends the helper.
+
+`ibta` is the specification's table: the same entries plus the transitions the
+spec allows and Linux does not (see IBTA_EXTRA), which no Linux layer enforces.
 """
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from models.enums import STATES, Attr, QPState, QPType
-from models.sources import Rule, Source, ibta, kernel_table
+from models.sources import DRIVER, MUST, OPTIONAL, SPEC, Rule, Source, ibta, kernel_table
 
 S = QPState
 T = QPType
@@ -34,7 +43,8 @@ def _same(mask: Attr, *types: QPType) -> dict[QPType, Attr]:
 
 # (cur, next) -> (required per type, optional per type); an absent pair is invalid.
 # Transcribed from qp_state_table[][] in drivers/infiniband/core/verbs.c
-# (SMI and GSI rows omitted: they are kernel-only QP types).
+# (SMI and GSI rows omitted: they are kernel-only QP types). Only drivers that call
+# ib_modify_qp_is_ok() are held to it (see the module docstring).
 LINUX_TABLE: dict[tuple[QPState, QPState], tuple[dict[QPType, Attr], dict[QPType, Attr]]] = {
     (S.RESET, S.RESET): ({}, {}),
     (S.RESET, S.INIT): (
@@ -132,10 +142,21 @@ IBTA_EXTRA: dict[tuple[QPState, QPState], Source] = {
 }
 
 #: CUR_STATE may be given only when the current state is one of these
-#: (first test in ib_modify_qp_is_ok()).
+#: (first test in ib_modify_qp_is_ok(), for the drivers that call it).
 CUR_STATE_ALLOWED_FROM = frozenset({S.RTR, S.RTS, S.SQD, S.SQE})
 
 VARIANTS = ("linux", "ibta")
+
+#: States and QP types that are optional features: a device may lack them.
+OPTIONAL_STATES = frozenset({S.SQD, S.SQE})
+OPTIONAL_TYPES = frozenset({T.RAW_PACKET, T.XRC_SEND, T.XRC_RECV})
+
+
+def entry_kind(qp_type: QPType, cur: QPState, nxt: QPState) -> str:
+    """"optional" for an entry of an optional state or QP type, else "must"."""
+    if qp_type in OPTIONAL_TYPES or cur in OPTIONAL_STATES or nxt in OPTIONAL_STATES:
+        return OPTIONAL
+    return MUST
 
 
 @dataclass(frozen=True)
@@ -183,6 +204,8 @@ class TransitionTable:
             f"{self.name}.transition.invalid.{cur.name}->{nxt.name}",
             f"{cur.name}->{nxt.name} is not a valid transition",
             src,
+            kind=MUST,
+            layer=DRIVER,
         )
 
     def to_json(self) -> dict[str, dict[str, dict[str, dict[str, list[str]]]]]:
@@ -205,15 +228,15 @@ def _mask_text(mask: Attr) -> str:
 
 
 def _build(name: str) -> TransitionTable:
-    pairs: dict[tuple[QPState, QPState], tuple[dict, dict, Source]] = {
-        pair: (req, opt, kernel_table(pair[0].name, pair[1].name))
+    pairs: dict[tuple[QPState, QPState], tuple[dict, dict, Source, str]] = {
+        pair: (req, opt, kernel_table(pair[0].name, pair[1].name), DRIVER)
         for pair, (req, opt) in LINUX_TABLE.items()
     }
     if name == "ibta":
         for pair, src in IBTA_EXTRA.items():
-            pairs[pair] = ({}, {}, src)
+            pairs[pair] = ({}, {}, src, SPEC)  # Linux refuses these: only the spec has them
     entries = {}
-    for (cur, nxt), (req, opt, src) in pairs.items():
+    for (cur, nxt), (req, opt, src, layer) in pairs.items():
         for qp_type in QPType:
             required, optional = req.get(qp_type, A(0)), opt.get(qp_type, A(0))
             rule = Rule(
@@ -221,6 +244,8 @@ def _build(name: str) -> TransitionTable:
                 f"{qp_type.name} {cur.name}->{nxt.name} requires {_mask_text(required)}, "
                 f"allows {_mask_text(optional)}",
                 src,
+                kind=entry_kind(qp_type, cur, nxt),
+                layer=layer,
             )
             entries[(qp_type, cur, nxt)] = Transition(qp_type, cur, nxt, required, optional, rule)
     return TransitionTable(name, entries)

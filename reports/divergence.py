@@ -32,7 +32,9 @@ class Divergence:
     """What the model expected, what the device did, and how we got there.
 
     `kind` says what was compared ("outcome", "state", "completion", "order",
-    "status", "missing_completion", "event", "missing_event"); `tags` are the
+    "status", "missing_completion", "event", "missing_event"); `rule_kind` and
+    `rule_layer` say how strong the rule is and who enforces it on Linux
+    (models/sources.py); `tags` are the
     observed values quirk files match ("outcome=accepted", "errno=EINVAL",
     "state=ERR", "event=SQ_DRAINED", ...); `context` is what the engine knew at the
     step (the model's state, the transitions the QP went through, ...).
@@ -58,6 +60,8 @@ class Divergence:
     qp_num: int | None = None
     id: str = ""
     context: dict[str, Any] = field(default_factory=dict)
+    rule_kind: str = ""  # the rule's kind: "must", "may" or "optional" ("" if unknown)
+    rule_layer: str = ""  # who enforces it on Linux: spec, core, uverbs, provider, driver
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -97,7 +101,8 @@ class Divergence:
             f"  mask     : {'|'.join(self.mask) or '-'}",
             f"  expected : {self.expected}",
             f"  observed : {self.observed}",
-            f"  rule     : {self.rule_id}: {self.rule_summary}",
+            f"  rule     : {self.rule_id}: {self.rule_summary}"
+            + (f" [{self.rule_kind}, {self.rule_layer}]" if self.rule_kind else ""),
             f"  source   : {self.source}",
             f"  device   : {_device_line(self.device)}",
         ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,17 +130,17 @@ def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str
         add(t.rule)
         if t.required:
             add(
-                Rule(
-                    f"{t.rule.id}.{model_rules_module.REQUIRED_MISSING}",
-                    f"{t.rule.summary}; refused when a required bit is missing",
-                    t.rule.source,
+                replace(
+                    t.rule,
+                    id=f"{t.rule.id}.{model_rules_module.REQUIRED_MISSING}",
+                    summary=f"{t.rule.summary}; refused when a required bit is missing",
                 )
             )
         add(
-            Rule(
-                f"{t.rule.id}.{model_rules_module.EXTRA_BITS}",
-                f"{t.rule.summary}; refused when the mask adds other bits",
-                t.rule.source,
+            replace(
+                t.rule,
+                id=f"{t.rule.id}.{model_rules_module.EXTRA_BITS}",
+                summary=f"{t.rule.summary}; refused when the mask adds other bits",
             )
         )
     for cur in STATES:
@@ -171,6 +172,8 @@ def _rule_dict(rule: Rule) -> dict[str, str]:
         "summary": rule.summary,
         "source": str(rule.source),
         "quote": rule.source.quote,
+        "kind": rule.kind or "",
+        "layer": rule.layer or "",
     }
 
 
@@ -340,7 +343,7 @@ MASK_FIELDS = {
     "RNR_RETRY": ("rnr_retry",),
     "RQ_PSN": ("rq_psn",),
     "MAX_QP_RD_ATOMIC": ("max_rd_atomic",),
-    "ALT_PATH": ("alt_port_num", "alt_timeout"),
+    "ALT_PATH": ("alt_port_num", "alt_timeout", "alt_ah_port_num"),
     "MIN_RNR_TIMER": ("min_rnr_timer",),
     "SQ_PSN": ("sq_psn",),
     "MAX_DEST_RD_ATOMIC": ("max_dest_rd_atomic",),

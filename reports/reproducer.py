@@ -193,12 +193,13 @@ def do_modify(rig, step):
     if values.get("dest_qp_num") == RUN_QP_NUM:
         values["dest_qp_num"] = rig.qp.qp_num
     for name, value in values.items():
-        if name not in ("ah_port_num", "ah_sgid_index"):
+        if name not in ("ah_port_num", "ah_sgid_index", "alt_ah_port_num"):
             setattr(attr, name, value)
     if "ah_port_num" in values:
         attr.ah_attr = rig.av(values["ah_port_num"], values["ah_sgid_index"])
     if "alt_port_num" in values:
-        attr.alt_ah_attr = rig.av(values["alt_port_num"], rig.gid_index)
+        alt_port = values.get("alt_ah_port_num", values["alt_port_num"])
+        attr.alt_ah_attr = rig.av(alt_port, rig.gid_index)
     if "qkey" in values:
         rig.qkey = values["qkey"]
     try:

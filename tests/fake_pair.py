@@ -40,6 +40,9 @@ FAULTS = (
     "access_err_as_fatal",
     "stale_sq_after_sqd_reset",
     "stale_sq_after_any_reset",
+    # COMM_EST on the first packet in RTR (mlx5, hfi1, qib), and raising it twice
+    "comm_est_first_packet",
+    "comm_est_twice",
 )
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
@@ -210,6 +213,9 @@ class FakePair:
             end.cq.append(_wc(c, end.qp_num))
             if self.fault == "duplicate_completion" and c.status == WCStatus.SUCCESS:
                 end.cq.append(_wc(c, end.qp_num))
+        if self.fault in ("comm_est_first_packet", "comm_est_twice"):
+            times = 2 if self.fault == "comm_est_twice" else 1
+            end.async_events.extend(e for e in exp.allowed_events for _ in range(times))
         for e in exp.events:
             if self.fault == "event_missing" and e == EventType.SQ_DRAINED:
                 continue

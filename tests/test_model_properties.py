@@ -61,6 +61,8 @@ FORWARD = {
 AFFILIATED = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
 
 qp_types = st.sampled_from(list(QPType))
+#: Types with both a send and a receive queue (XRC QPs lack one: tests/test_model_linux_abi.py).
+queued_types = st.sampled_from([t for t in QPType if t not in (QPType.XRC_SEND, QPType.XRC_RECV)])
 variants = st.sampled_from(VARIANTS)
 states = st.sampled_from(STATES)
 defined_bits = st.sampled_from(list(A))
@@ -245,7 +247,11 @@ ops = st.lists(st.sampled_from(["send", "recv"]), max_size=8)
 
 @FAST
 @given(
-    qp_types, variants, ops, st.lists(st.just("send"), max_size=3), st.sampled_from([S.RTS, S.SQD])
+    queued_types,
+    variants,
+    ops,
+    st.lists(st.just("send"), max_size=3),
+    st.sampled_from([S.RTS, S.SQD]),
 )
 def test_entering_err_flushes_in_posting_order(qp_type, variant, posts, held, state):
     model = new(qp_type, S.RTS, variant)
@@ -274,7 +280,7 @@ def test_entering_err_flushes_in_posting_order(qp_type, variant, posts, held, st
 
 
 @FAST
-@given(qp_types, variants, ops, states)
+@given(queued_types, variants, ops, states)
 def test_reset_discards_without_completions(qp_type, variant, posts, state):
     assume(state in (S.RTS, S.SQD) or reachable(qp_type, state))
     model = new(qp_type, S.RTS, variant)
@@ -291,7 +297,7 @@ def test_reset_discards_without_completions(qp_type, variant, posts, state):
 
 
 @FAST
-@given(qp_types, variants, states, st.sampled_from(["send", "recv"]))
+@given(queued_types, variants, states, st.sampled_from(["send", "recv"]))
 def test_refused_post_never_runs(qp_type, variant, state, queue):
     """Sends are refused before RTS, receives in RESET; a refused WR must never complete."""
     assume(reachable(qp_type, state))
@@ -307,7 +313,7 @@ def test_refused_post_never_runs(qp_type, variant, state, queue):
 
 # ------------------------------------------------------------------------------- SQD
 @FAST
-@given(qp_types, variants, st.booleans(), st.integers(0, 1), st.integers(0, 3))
+@given(queued_types, variants, st.booleans(), st.integers(0, 1), st.integers(0, 3))
 def test_sq_drained_iff_requested(qp_type, variant, bit, value, in_flight):
     assume(bit is False or qp_type != QPType.RAW_PACKET)  # RAW: NOTIFY not allowed
     model = new(qp_type, S.RTS, variant)
@@ -333,7 +339,7 @@ def test_sq_drained_iff_requested(qp_type, variant, bit, value, in_flight):
 # ----------------------------------------------------------------------------- errors
 @FAST
 @given(
-    qp_types,
+    queued_types,
     variants,
     st.sampled_from(ERROR_STATUSES),
     st.integers(1, 4),

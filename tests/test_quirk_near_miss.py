@@ -193,10 +193,6 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         Lone("accept_out_of_range", K61, then(to(S.INIT), modify_with(S.RTR, path_mtu=0))),
         (Lone("accept_out_of_range", K61, then(to(S.INIT), modify_with(S.RTR, path_mtu=6))),),
     ),
-    "rxe.access_flags_unchecked_pre_6_4": (
-        Lone("accept_out_of_range", K61, modify_with(S.INIT, qp_access_flags=16)),
-        (Lone("accept_out_of_range", K612, modify_with(S.INIT, qp_access_flags=16)),),
-    ),
     "rxe.attr_only_modify_not_table_checked": (
         Lone("accept_attr_only_modify", K612, extra_bit_without_state),
         (Lone("accept_illegal_transition", K612, init_to_rts),

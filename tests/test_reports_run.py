@@ -280,7 +280,9 @@ def test_model_rules_come_from_the_model() -> None:
     assert "linux.transition.RC.RTR->RTS" in rules
     assert "linux.transition.RC.INIT->RTR.required" in rules
     assert "linux.transition.invalid.RESET->ERR" in rules
-    assert "attr.timeout.range" in rules and "ibta.post_send.INIT" in rules
+    assert "attr.timeout.width" in rules and "ibta.post_send.INIT" in rules
+    assert "attr.timeout.range" not in rules  # strict only in the ibta variant
+    assert "attr.timeout.range" in model_rules("ibta")
     assert "linux.transition.UC.RTR->RTS" not in rules  # UC not in this run
     assert "ibta.transition.invalid.RESET->RTS" in model_rules("ibta")
     assert "linux.transition.invalid.RESET->ERR" not in model_rules("ibta")

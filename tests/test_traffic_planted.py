@@ -233,3 +233,39 @@ def test_state_machine_catches_a_planted_fault():
     )
     with pytest.raises(DivergenceError):
         machine.TestCase().runTest()
+
+
+def _first_packet_in_rtr(h: PairHarness) -> None:
+    """b back to RTR only, then a SEND from a: b's first packet arrives in RTR."""
+    h.modify("b", S.RESET)
+    h.bring_up("b", S.RTR)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet(0.01)
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC])
+def test_comm_est_on_the_first_packet_in_rtr_is_allowed(qp_type: QPType) -> None:
+    """mlx5, hfi1 and qib raise COMM_EST when an RC/UC QP in RTR gets its first packet."""
+    h = _harness(qp_type, "comm_est_first_packet")
+    _first_packet_in_rtr(h)
+    h.finish()
+    assert not h.known
+    assert h.ends["b"].ledger.allowed == []  # claimed
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC])
+def test_comm_est_is_allowed_once_only(qp_type: QPType) -> None:
+    h = _harness(qp_type, "comm_est_twice")
+    with pytest.raises(DivergenceError) as caught:
+        _first_packet_in_rtr(h)
+    assert caught.value.record.rule_id == "pair.event.unexpected"
+    assert "COMM_EST" in caught.value.record.observed
+
+
+def test_comm_est_is_not_owed() -> None:
+    """A device that raises no COMM_EST (rxe) conforms too: nothing is waited for."""
+    h = _harness(QPType.RC)
+    _first_packet_in_rtr(h)
+    h.finish()
+    assert [r.rule.id for r in h.ends["b"].ledger.allowed] == ["pair.comm_est.first_packet"]

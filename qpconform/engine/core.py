@@ -290,6 +290,8 @@ class Engine:
             rule_id=rule.id,
             rule_summary=rule.summary,
             source=str(rule.source),
+            rule_kind=rule.kind or "",
+            rule_layer=rule.layer or "",
             device=dict(self.device_identity),
             steps=copy.deepcopy(track.steps),
             kind=kind,

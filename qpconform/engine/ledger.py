@@ -5,7 +5,8 @@ completion the device delivers to `match`, which classifies it once and for
 all QPs, lone or paired: the head of its queue (right or wrong status), due but
 out of order, a WR that must never run, a late one a quirk excused, a second
 completion of a WR, or unknown to the ledger. Events are claimed against the
-required ones and looked up among the forbidden ones.
+required ones, then the allowed ones (each at most once, never waited for), and
+looked up among the forbidden ones.
 
 Attribution is the ledger's contract: each item keeps the rule and the step
 (origin, an index into the QP's step log) of the expectation that booked it,
@@ -112,6 +113,7 @@ class Ledger:
 
     due: dict[str, list[Due]] = field(default_factory=lambda: {q: [] for q in QUEUES})
     required: list[Required] = field(default_factory=list)
+    allowed: list[Required] = field(default_factory=list)  # may appear once, never due
     forbidden: dict[EventType, Because] = field(default_factory=dict)
     never: dict[int, Because] = field(default_factory=dict)
     done: dict[int, Because] = field(default_factory=dict)
@@ -134,6 +136,7 @@ class Ledger:
         for c in exp.completions[skip:]:
             self.add_due(c, completion_rule(exp, c, wire), origin, tags)
         self.required.extend(Required(e, event_rule(exp, e), origin) for e in exp.events)
+        self.allowed.extend(Required(e, exp.rule, origin) for e in exp.allowed_events)
         if exp.verb == "modify":
             self.forbidden = {}
         for e in exp.forbidden_events:
@@ -183,11 +186,13 @@ class Ledger:
         return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
 
     def claim(self, event: EventType) -> Required | None:
-        """Take one required `event` off the books, if it was required."""
-        for pending in self.required:
-            if pending.event == event:
-                self.required.remove(pending)
-                return pending
+        """Take one required `event` off the books, if it was required; else one allowed
+        `event` (a "may" rule lets it appear once)."""
+        for books in (self.required, self.allowed):
+            for pending in books:
+                if pending.event == event:
+                    books.remove(pending)
+                    return pending
         return None
 
     # ----------------------------------------------------------------------- questions

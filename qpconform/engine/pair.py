@@ -30,7 +30,7 @@ from models import rules
 from models.enums import Attr, EventType, QPState, WCStatus
 from models.outcomes import Expectation
 from models.pair import SIDES, Fault, Op, PairModel, WireSettings
-from models.sources import Rule, Source
+from models.sources import DRIVER, MUST, OPTIONAL, Rule, Source
 from reports.divergence import Divergence, DivergenceFile, DivergenceSink
 
 from .connect import FAST, bring_up_mask
@@ -51,16 +51,22 @@ UNEXPECTED_COMPLETION = Rule(
     "pair.completion.unexpected",
     "a completion appears only for a WR the model says completes now (each WR once, in order)",
     Source("IBTA Vol. 1", "ch. 10.8 Work request processing / completion ordering"),
+    kind=MUST,
+    layer=DRIVER,
 )
 UNEXPECTED_EVENT = Rule(
     "pair.event.unexpected",
     "only the affiliated async events the spec names for what happened may appear",
     Source("IBTA Vol. 1", "ch. 11.6.3 Asynchronous events"),
+    kind=MUST,
+    layer=DRIVER,
 )
 STATE_RULE = Rule(
     "pair.state",
     "after every step both QPs are in the state the model says",
     Source("IBTA Vol. 1", "ch. 10.3.1 QP states"),
+    kind=MUST,
+    layer=DRIVER,
 )
 SQ_DRAINING = Rule(
     "pair.sqd.sq_draining",
@@ -72,6 +78,8 @@ SQ_DRAINING = Rule(
         "man ibv_query_qp(3): sq_draining",
         "Send Queue Drained: all outstanding messages have been completed",
     ),
+    kind=OPTIONAL,
+    layer=DRIVER,
 )
 #: The verb a pair record names, by kind of divergence (outcome: the verb itself).
 _RECORD_VERBS = {

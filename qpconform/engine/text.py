@@ -31,7 +31,7 @@ ATTR_FIELDS: dict[Attr, tuple[str, ...]] = {
     Attr.RNR_RETRY: ("rnr_retry",),
     Attr.RQ_PSN: ("rq_psn",),
     Attr.MAX_QP_RD_ATOMIC: ("max_rd_atomic",),
-    Attr.ALT_PATH: ("alt_port_num", "alt_timeout"),
+    Attr.ALT_PATH: ("alt_port_num", "alt_timeout", "alt_ah_port_num"),
     Attr.MIN_RNR_TIMER: ("min_rnr_timer",),
     Attr.SQ_PSN: ("sq_psn",),
     Attr.MAX_DEST_RD_ATOMIC: ("max_dest_rd_atomic",),
