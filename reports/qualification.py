@@ -23,7 +23,7 @@ from models.enums import STATES, QPState, QPType
 from models.qp import QPModel
 from models.sources import Rule
 from models.table import variant as table_variant
-from reports.quirk_matches import quirk_matches
+from reports.quirk_matches import quirk_matches, with_provenance
 
 REPORT_SCHEMA = 1
 REPORT_KIND = "qpconform-report"
@@ -497,6 +497,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     qp_types = _qp_types(run)
     catalog = model_rules(variant, qp_types)
     divs = run.get("divergences", [])
+    profile = run.get("quirk_profile", {})
     base_path = Path(base) if base is not None else None
     return {
         "schema": REPORT_SCHEMA,
@@ -517,10 +518,12 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "post": post_matrix(run, variant),
         "divergences": group_divergences([d for d in divs if not d.get("known_quirk")], base_path),
         "known": group_divergences([d for d in divs if d.get("known_quirk")], base_path),
-        "stale_quirks": list(run.get("stale_quirks", [])),
-        "quirk_matches": quirk_matches(divs),
-        "not_applicable_quirks": list(run.get("not_applicable_quirks", [])),
-        "unseen_quirks": list(run.get("unseen_quirks", [])),
+        "stale_quirks": with_provenance(run.get("stale_quirks", []), profile, False),
+        "quirk_matches": with_provenance(quirk_matches(divs), profile, True),
+        "not_applicable_quirks": with_provenance(
+            run.get("not_applicable_quirks", []), profile, False
+        ),
+        "unseen_quirks": with_provenance(run.get("unseen_quirks", []), profile, False),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
     }

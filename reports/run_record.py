@@ -70,6 +70,8 @@ class RunRecorder:
         self.stale_quirks: dict[str, str] = {}
         self.not_applicable_quirks: dict[str, str] = {}
         self.unseen_quirks: dict[str, str] = {}
+        #: per quirk id of the profile: {"provenance": ..., "feature": ...}
+        self.quirk_profile: dict[str, dict[str, str]] = {}
         self.unsupported: dict[str, str] = {}
 
     def step(
@@ -113,6 +115,11 @@ class RunRecorder:
         """A quirk of the profile whose version range excludes this run (not loaded)."""
         self.not_applicable_quirks[str(quirk_id)] = reason
 
+    def quirks_described(self, described: Mapping[str, Mapping[str, str]]) -> None:
+        """Provenance (observed / source) and lacked feature of every entry of the profile,
+        so the report can tell a source prediction from an observation."""
+        self.quirk_profile.update({str(k): dict(v) for k, v in described.items()})
+
     def qp_type_unsupported(self, qp_type: str, reason: str) -> None:
         """The device cannot create this QP type: reported, not a divergence."""
         self.unsupported[str(qp_type)] = reason
@@ -148,6 +155,7 @@ class RunRecorder:
             "unseen_quirks": [
                 {"id": k, "detail": v} for k, v in sorted(self.unseen_quirks.items())
             ],
+            "quirk_profile": dict(sorted(self.quirk_profile.items())),
             "unsupported": dict(sorted(self.unsupported.items())),
         }
 
@@ -191,6 +199,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     stale: dict[str, str] = {}
     not_applicable: dict[str, str] = {}
     unseen: dict[str, str] = {}
+    profile: dict[str, dict[str, str]] = {}
     unsupported: dict[str, str] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -216,6 +225,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             not_applicable[q["id"]] = q.get("detail", "")
         for q in run.get("unseen_quirks", []):
             unseen[q["id"]] = q.get("detail", "")
+        profile.update(run.get("quirk_profile", {}))
         unsupported.update(run.get("unsupported", {}))
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
@@ -251,6 +261,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "unseen_quirks": [
             {"id": k, "detail": v} for k, v in sorted(unseen.items()) if k not in matched
         ],
+        "quirk_profile": dict(sorted(profile.items())),
         "unsupported": dict(sorted(unsupported.items())),
     }
 

@@ -265,6 +265,36 @@ def test_report_accounts_for_every_quirk(run_files: list[Path], tmp_path: Path) 
     assert "rxe.only_new_kernels" in html and "outside &gt;=6.4" in html
 
 
+def test_report_tells_source_predictions_from_observations(tmp_path: Path) -> None:
+    """A source entry that matched is confirmed (observed); one that matched nothing is a
+    stale prediction; entries without a profile description count as observed."""
+    out = tmp_path / "out"
+    files = synthetic_run(out)
+    gw2 = RunRecorder(IDENTITY, settings(["RC"]), worker="gw2")
+    gw2.quirks_described({
+        KNOWN_QUIRK: {"provenance": "source"},
+        "rxe-sqd-no-drained-event": {"provenance": "source", "feature": "SQD"},
+    })
+    files.append(gw2.write(run_path(out, "gw2")))
+    merged = merge_runs(files)
+    assert merged["quirk_profile"][KNOWN_QUIRK] == {"provenance": "source"}
+    report, html_path, _ = write_reports(files, tmp_path / "report")
+    [matched] = report["quirk_matches"]
+    assert (matched["provenance"], matched["provenance_label"]) == (
+        "source", "predicted from source, confirmed (observed)")
+    [stale] = report["stale_quirks"]
+    assert (stale["id"], stale["provenance_label"], stale["feature"]) == (
+        "rxe-sqd-no-drained-event", "predicted from source", "SQD")
+    [na] = report["not_applicable_quirks"]
+    assert (na["provenance"], na["provenance_label"]) == ("observed", "observed")
+    html = html_path.read_text()
+    assert "predicted from source, confirmed (observed)" in html
+    assert "rxe-sqd-no-drained-event</span> (predicted from source, lacks SQD)" in html
+    plain = build_report(merge_runs(files[:2]))  # no profile description: observed
+    assert {q["provenance_label"] for q in plain["stale_quirks"] + plain["quirk_matches"]} == {
+        "observed"}
+
+
 def test_merge_refuses_other_files(tmp_path: Path) -> None:
     bad = tmp_path / "run-x.json"
     bad.write_text(json.dumps({"kind": "something"}))
