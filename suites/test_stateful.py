@@ -109,6 +109,7 @@ class MachineConfig:
     max_qps: int = 3
     max_posts: int = 8
     settle_window: float = 0.05
+    event_window: float | None = None  # None: settle_window
     must_wait: float = MUST_WAIT
     delivery: DeliveryLog | None = None  # where delivery delays are measured (a shared log)
 
@@ -151,6 +152,7 @@ class QPMachine(RuleBasedStateMachine):
             quirks,
             _StepsOnly(recorder) if recorder else None,
             config.settle_window,
+            event_window=config.event_window,
             must_wait=config.must_wait,
             sink=sink if sink is not None else DivergenceList(),
             reproducer_dir=None,
@@ -414,7 +416,8 @@ def test_qp_state_machine(
     """
     counter = _CountingRecorder(run_recorder)
     config = MachineConfig(
-        settle_window=windows.quiet, must_wait=windows.must_wait, delivery=delivery_log
+        settle_window=windows.quiet, event_window=windows.event_window,
+        must_wait=windows.must_wait, delivery=delivery_log,
     )
     share = stateful_budget.share("lone")
     batch = machine_settings(max_examples=BATCH) if share is not None else None

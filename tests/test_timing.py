@@ -26,7 +26,7 @@ def test_the_shipped_table_has_rxe_and_a_default() -> None:
     [
         ("[default]\nquiet_window = 0.1\n", "must be numbers"),
         ("[default]\nquiet_window = 'soon'\nmust_wait = 1\n", "must be numbers"),
-        ("[default]\nquiet_window = 2\nmust_wait = 1\n", "quiet_window <= must_wait"),
+        ("[default]\nquiet_window = 2\nmust_wait = 1\n", "event_window <= must_wait"),
         ("[rxe]\nquiet_window = 0.1\nmust_wait = 1\n", "no [mlx5] and no [default]"),
         ("quiet_window = [", "cannot read"),
     ],

@@ -48,10 +48,11 @@ from .text import (
 from .timing import DeliveryLog
 
 POLL_INTERVAL = 0.002
-#: Entering one of these states (or leaving SQD) can make something asynchronous appear
-#: late or forbid it: flushes (ERR, SQE), a drain and its SQ_DRAINED (SQD), WRs that must
-#: never complete (RESET). Such a step owes a deliberate quiet window.
-QUIET_STATES = frozenset({QPState.RESET, QPState.SQD, QPState.SQE, QPState.ERR})
+#: Entering one of these states (or leaving SQD) can raise an event late or forbid one
+#: (SQ_DRAINED, an error event after a move to ERR or SQE): such a step opens the event
+#: window. WRs that must never run (refused, discarded by RESET) and every delivered
+#: completion (its duplicate) open the completion window.
+EVENT_STATES = frozenset({QPState.SQD, QPState.SQE, QPState.ERR})
 
 
 @dataclass
@@ -75,21 +76,22 @@ class Track:
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
     quiet_from: int | None = None  # the first step whose quiet window is still open
-    quiet_since: float = 0.0  # when the newest owing step ran (its window runs from there)
+    quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
 
-    def owe_quiet(self, step: int) -> None:
-        """Something may still appear, or must not, because of `step`: a quiet window opens
-        (or restarts) now. Later steps keep polling while it is open; only what would end
-        the observation (destroy, the end of an example, a new drain) waits it out."""
+    def owe_quiet(self, step: int, seconds: float) -> None:
+        """Something may still appear, or must not, because of `step`: a quiet window of
+        `seconds` opens now (an open one is extended, never shortened). Later steps keep
+        polling while it is open; only what would end the observation (destroy, the end
+        of an example, a new drain) waits it out."""
         if self.quiet_from is None:
             self.quiet_from = step
-        self.quiet_since = time.monotonic()
+        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
 
-    def quiet_left(self, window: float) -> float:
+    def quiet_left(self) -> float:
         """Seconds left of the open quiet window (0 when none is open)."""
         if self.quiet_from is None:
             return 0.0
-        return max(0.0, self.quiet_since + window - time.monotonic())
+        return max(0.0, self.quiet_until - time.monotonic())
 
     def last(self) -> int:
         """Index of the newest step (the origin of what is found now)."""
@@ -100,8 +102,6 @@ class Track:
         device)."""
         if before != after:
             self.history.append((step, before.name, after.name))
-            if after in QUIET_STATES or before == QPState.SQD:
-                self.owe_quiet(step)
         if before == QPState.RTS and after == QPState.SQD:
             self.drains += 1
             self.drained_events = 0
@@ -134,6 +134,10 @@ class Engine:
     stray_completion_rule: Rule | None = None
     #: Seconds between two polls of the CQs while waiting.
     poll_interval: float = POLL_INTERVAL
+    #: Quiet windows (seconds) a step opens: after a WR that must never run or a delivered
+    #: completion, and after a move that can raise an event late (0: none).
+    completion_window: float = 0.0
+    event_window: float = 0.0
 
     def __init__(
         self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
@@ -196,14 +200,20 @@ class Engine:
             )
             known = self.diverge(track, d)
         track.model.apply(exp, res.accepted)
-        track.moved(exp.state_before, track.model.state, idx)
+        self.moved(track, exp.state_before, track.model.state, idx)
         if res.accepted:
             track.ledger.expect(exp, idx)
         never = len(track.ledger.never)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
         if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
-            track.owe_quiet(idx)
+            track.owe_quiet(idx, self.completion_window)
         return idx, known
+
+    def moved(self, track: Track, before: QPState, after: QPState, step: int) -> None:
+        """Record a state change; one that can raise an event late opens the event window."""
+        track.moved(before, after, step)
+        if before != after and (after in EVENT_STATES or before == QPState.SQD):
+            track.owe_quiet(step, self.event_window)
 
     def log_step(
         self,
@@ -315,7 +325,7 @@ class Engine:
         before = track.model.state
         for c in track.model.follow(state):
             track.ledger.add_due(c, rules.FLUSH_ON_ERROR, origin)
-        track.moved(before, state, origin)
+        self.moved(track, before, state, origin)
 
     # ------------------------------------------------------------------------- observing
     def collect(self) -> None:
@@ -436,7 +446,7 @@ class Engine:
 
         Any completion opens the track's quiet window: a duplicate of it may follow."""
         self._saw(track, completion_text(wc))
-        track.owe_quiet(track.last())
+        track.owe_quiet(track.last(), self.completion_window)
         found = track.ledger.match(wc)
         tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
         if found.due is not None:
@@ -531,7 +541,7 @@ class Engine:
         finally:
             self.close_settle()
 
-    def poll_and_settle(self, window: float, bound: float) -> None:
+    def poll_and_settle(self, bound: float) -> None:
         """One poll of every tracked QP, the bounded wait only while something is due, and
         no sleeping otherwise: the cheap check after a step.
 
@@ -541,14 +551,14 @@ class Engine:
         """
         self.observe(0.0, bound)
         for track in self.tracks():
-            if track.quiet_left(window) == 0.0:
+            if track.quiet_left() == 0.0:
                 track.quiet_from = None
 
-    def serve_quiet(self, window: float, bound: float, tracks: list[Track] | None = None) -> None:
+    def serve_quiet(self, bound: float, tracks: list[Track] | None = None) -> None:
         """Wait out what is left of the quiet windows of `tracks` (default: all), observing
         every tracked QP, then close them. Runs before what would end the observation."""
         chosen = self.tracks() if tracks is None else tracks
-        left = max((t.quiet_left(window) for t in chosen), default=0.0)
+        left = max((t.quiet_left() for t in chosen), default=0.0)
         self.observe(left, bound)
         for track in chosen:
             track.quiet_from = None

@@ -251,6 +251,7 @@ class Checker(Engine):
         recorder: StepRecorder | None = None,
         settle_window: float = 0.05,
         *,
+        event_window: float | None = None,
         must_wait: float = MUST_WAIT,
         sink: DivergenceSink | None = None,
         reproducer_dir: Path | None = REPRODUCER_DIR,
@@ -270,6 +271,8 @@ class Checker(Engine):
         self.device = device
         self.variant = variant
         self.settle_window = settle_window
+        self.completion_window = settle_window
+        self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait
         self._live: list[CheckedQP] = []
         self.diverged = False  # an unknown divergence was raised (the model may be off)
@@ -332,7 +335,7 @@ class Checker(Engine):
         that length now. Anything due gets at most must_wait; then it is a divergence.
         """
         if window is None:
-            self.poll_and_settle(self.settle_window, self.must_wait)
+            self.poll_and_settle(self.must_wait)
         else:
             self.observe(window, self.must_wait)
             for track in self.tracks():
@@ -341,7 +344,7 @@ class Checker(Engine):
     def serve(self, qps: list[CheckedQP] | None = None) -> None:
         """Wait out the open quiet windows of `qps` (default: all), polling every QP."""
         tracks = None if qps is None else [q.track for q in qps]
-        self.serve_quiet(self.settle_window, self.must_wait, tracks)
+        self.serve_quiet(self.must_wait, tracks)
 
     # -------------------------------------------------------------- the rule set's part
     def tracks(self) -> list[Track]:

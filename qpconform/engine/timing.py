@@ -39,9 +39,9 @@ class DeliveryLog:
             }
         return out
 
-    def slowest(self) -> float:
-        """The slowest delivery seen, in seconds (0 when nothing was delivered)."""
-        return max((max(v) for v in self.samples.values() if v), default=0.0)
+    def slowest(self, kind: str) -> float:
+        """The slowest delivery of a kind seen, in seconds (0 when none was delivered)."""
+        return max(self.samples.get(kind) or [0.0])
 
     def text(self) -> str:
         """'completions: 812, p50 0.4 ms, p99 3.1 ms, max 9.8 ms; events: ...' (or '')."""
@@ -64,20 +64,27 @@ WINDOWS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "windows.toml"
 class Windows:
     """How long the engine watches, for one device family (fixtures/windows.toml).
 
-    quiet: the deliberate window after a step that owes one (something may still come,
-    or must not); must_wait: the bound on waiting for something due. Both rest on the
-    delivery delays measured on that family (`DeliveryLog`), with margin.
+    quiet: the window after a step from which a completion may still come or must not
+    (a WR that must never run, a delivered completion's duplicate); event: the window
+    after a move that can raise an event late (into SQD, ERR or SQE, out of SQD);
+    must_wait: the bound on waiting for something due. All rest on the delivery delays
+    measured on that family (`DeliveryLog`), with margin.
     """
 
     quiet: float
     must_wait: float
     source: str
+    event: float | None = None  # None: the quiet window
+
+    @property
+    def event_window(self) -> float:
+        return self.quiet if self.event is None else self.event
 
     def text(self) -> str:
-        """'quiet window 100 ms, must-wait 1.0 s (fixtures/windows.toml [rxe]: ...)'."""
+        """'quiet window 100 ms (events 30 ms), must-wait 1.0 s (windows.toml [rxe]: ...)'."""
         return (
-            f"quiet window {self.quiet * 1000:.0f} ms, must-wait {self.must_wait:.1f} s "
-            f"({self.source})"
+            f"quiet window {self.quiet * 1000:.0f} ms (events {self.event_window * 1000:.0f} "
+            f"ms), must-wait {self.must_wait:.1f} s ({self.source})"
         )
 
 
@@ -97,7 +104,11 @@ def load_windows(family: str, path: Path = WINDOWS_FILE) -> Windows:
         raise ValueError(
             f"{path} [{name}]: quiet_window and must_wait must be numbers of seconds ({exc})"
         ) from exc
-    if not 0 < quiet <= must:
-        raise ValueError(f"{path} [{name}]: need 0 < quiet_window <= must_wait")
+    try:
+        event = float(table.get("event_window", quiet))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path} [{name}]: event_window must be seconds ({exc})") from exc
+    if not 0 < quiet <= must or not 0 < event <= must:
+        raise ValueError(f"{path} [{name}]: need 0 < quiet_window, event_window <= must_wait")
     why = str(table.get("measured", "")).strip()
-    return Windows(quiet, must, f"{path.name} [{name}]" + (f": {why}" if why else ""))
+    return Windows(quiet, must, f"{path.name} [{name}]" + (f": {why}" if why else ""), event)
