@@ -16,6 +16,7 @@ from models import rules, uverbs
 from models.attributes import DeviceCaps, broken_value_rules, rules_for
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.readback import Stored
 from models.sources import MAY, Rule
 from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
 
@@ -53,6 +54,8 @@ class QPModel:
         self.destroyed = False
         self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
         self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
+        self.stored = Stored()  # the attributes query_qp must report (models/readback.py)
+        self._modify_mask = Attr(0)  # the mask of the last modify proposed
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
@@ -76,12 +79,14 @@ class QPModel:
             self.notify_requested,
             self.draining,
             self.destroyed,
+            self.stored.snapshot(),
         )
 
     # ----------------------------------------------------------------------------- verbs
     def modify(self, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
+        self._modify_mask = mask
         checked: list[Rule] = []
 
         # Where a device that wrongly accepts this modify would go (reports name the target).
@@ -355,6 +360,10 @@ class QPModel:
                     w.started = True
             if Attr.PORT in mask:
                 self.port = attrs["port_num"]
+            if nxt == S.RESET:
+                self.stored.forget()
+            else:
+                self.stored.store(attrs, mask)
             self._enter(nxt)
 
         exp = self._exp(
@@ -428,12 +437,17 @@ class QPModel:
         flushed: tuple[ExpectedCompletion, ...] = ()
         if state == S.ERR and self.state != S.ERR:
             flushed = self._flush_all()
+        if state == S.RESET:
+            self.stored.forget()
         self._enter(state)
         return flushed
 
     def _follow_refused_accept(self, exp: Expectation) -> None:
         """The device accepted what the model refused: follow it to the requested state."""
-        if exp.verb == "modify" and exp.state_if_accepted != self.state:
+        if exp.verb != "modify":
+            return
+        self.stored.forget(None if exp.state_if_accepted == S.RESET else self._modify_mask)
+        if exp.state_if_accepted != self.state:
             self._enter(exp.state_if_accepted)
 
     @staticmethod

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from models import pair as pair_rules_module
+from models import readback, uverbs
 from models import rules as model_rules_module
-from models import uverbs
 from models.attributes import PSN_MASKED, VALUE_RULES
 from models.enums import STATES, QPState, QPType
 from models.qp import QPModel
@@ -155,7 +155,7 @@ def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str
         for value in vars(uverbs).values():
             if isinstance(value, Rule):
                 add(value)
-    for module in (model_rules_module, pair_rules_module):
+    for module in (model_rules_module, pair_rules_module, readback):
         for value in vars(module).values():
             if isinstance(value, Rule):
                 add(value)

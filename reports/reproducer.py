@@ -23,8 +23,8 @@ REPRODUCER_DIR = OUT_DIR / "reproducers"
 QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV": 10}
 #: The step keys the script uses (the rest of a step record is for reports).
 _STEP_KEYS = (
-    "verb", "mask", "mask_value", "attrs", "wr_id", "expect", "window", "completions",
-    "never_run", "events", "known",
+    "verb", "mask", "mask_value", "attrs", "unmasked", "readback", "wr_id", "expect", "window",
+    "completions", "never_run", "events", "known",
 )
 
 TEMPLATE = string.Template('''#!/usr/bin/env python3
@@ -189,7 +189,7 @@ def state_problem(rig, expect, accepted):
 
 def do_modify(rig, step):
     attr = QPAttr()
-    values = dict(step["attrs"])
+    values = {**step.get("unmasked", {}), **step["attrs"]}  # outside the mask too, as run
     if values.get("dest_qp_num") == RUN_QP_NUM:
         values["dest_qp_num"] = rig.qp.qp_num
     for name, value in values.items():
@@ -200,7 +200,7 @@ def do_modify(rig, step):
     if "alt_port_num" in values:
         alt_port = values.get("alt_ah_port_num", values["alt_port_num"])
         attr.alt_ah_attr = rig.av(alt_port, rig.gid_index)
-    if "qkey" in values:
+    if "qkey" in step["attrs"]:
         rig.qkey = values["qkey"]
     try:
         rig.qp.modify(attr, step["mask_value"])
@@ -208,7 +208,19 @@ def do_modify(rig, step):
     except (PyverbsRDMAError, PyverbsError) as exc:
         accepted, err = False, errno_of(exc)
     return [p for p in (outcome_problem(step["expect"], accepted, err),
-                        state_problem(rig, step["expect"], accepted)) if p]
+                        state_problem(rig, step["expect"], accepted),
+                        readback_problem(rig, step.get("readback", {}))) if p]
+
+
+def readback_problem(rig, wanted):
+    """Every attribute the run knew must read back as one of the values it allowed."""
+    if not wanted:
+        return None
+    attr, _ = rig.qp.query(0x17BFFF)  # every standard bit but CAP and ALT_PATH
+    found = {name: getattr(attr, name, None) for name in wanted if name != "dest_qp_num"}
+    wrong = ["%s=%s (allowed %s)" % (name, found[name], "|".join(map(str, wanted[name])))
+             for name in found if found[name] is not None and found[name] not in wanted[name]]
+    return "query_qp reports " + ", ".join(wrong) if wrong else None
 
 
 def do_post(rig, step):

@@ -38,7 +38,7 @@ from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
-from qpconform.engine.lone import MUST_WAIT, CheckedQP, Checker
+from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.text import mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
@@ -252,7 +252,8 @@ class QPMachine(RuleBasedStateMachine):
             field = data.draw(st.sampled_from(fields), label="field")
             values = boundary_values(field, self.device.caps)
             attrs[field] = data.draw(st.sampled_from(values), label=field)
-        qp.modify(attrs, mask)
+        style = data.draw(st.sampled_from(UNMASKED_STYLES), label="unmasked")
+        qp.modify(qp.with_unmasked(attrs, mask, style), mask)
 
     # ------------------------------------------------------------------ other verbs
     @rule(qp=qps)

@@ -54,6 +54,18 @@ FAULTS: dict[str, str] = {
     "accept_out_of_range_no_move": "as accept_out_of_range, but the QP stays in its state",
     "accept_attr_only_modify": "a modify without STATE that the table refuses is accepted",
     "late_duplicate_completion": "the first completion of a batch comes again, LATE s later",
+    "store_in_wrong_field": "min_rnr_timer is stored into timeout (query reports it there)",
+    "read_unmasked_field": "timeout is taken from the attr struct even when TIMEOUT is not in "
+    "the mask",
+}
+#: What the fake stores and query_qp reports, per mask bit (a driver's attribute struct).
+STORED_FIELDS: dict[Attr, tuple[str, ...]] = {
+    Attr.ACCESS_FLAGS: ("qp_access_flags",), Attr.PKEY_INDEX: ("pkey_index",),
+    Attr.PORT: ("port_num",), Attr.QKEY: ("qkey",), Attr.PATH_MTU: ("path_mtu",),
+    Attr.TIMEOUT: ("timeout",), Attr.RETRY_CNT: ("retry_cnt",), Attr.RNR_RETRY: ("rnr_retry",),
+    Attr.RQ_PSN: ("rq_psn",), Attr.SQ_PSN: ("sq_psn",), Attr.MAX_QP_RD_ATOMIC: ("max_rd_atomic",),
+    Attr.MAX_DEST_RD_ATOMIC: ("max_dest_rd_atomic",), Attr.MIN_RNR_TIMER: ("min_rnr_timer",),
+    Attr.DEST_QPN: ("dest_qp_num",),
 }
 #: How late late_duplicate_completion delivers its duplicate (seconds).
 LATE = 0.03
@@ -78,6 +90,8 @@ class FakeQP:
         self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
         self.recv_ids: set[int] = set()
         self.destroyed = False
+        # what query_qp reports: every field, zero until a modify sets it (a driver's struct)
+        self.attrs: dict[str, int] = {f: 0 for fields in STORED_FIELDS.values() for f in fields}
 
     def _has(self, fault: str) -> bool:
         return fault in self.device.faults
@@ -115,6 +129,7 @@ class FakeQP:
             self.model.follow(forced)
         if not accept:
             return VerbResult(False, _errno_of(exp))
+        self._store(attrs, mask)
         after = self.model.state
         self._emit(exp.completions, entering_err=after == S.ERR and before != S.ERR)
         self._raise_events(exp, before, after, mask, attrs)
@@ -128,7 +143,7 @@ class FakeQP:
         draining = self.model.draining or (
             state == S.SQD and self._has("refuse_sqd_exit_draining")
         )
-        return QueryResult(state=state, sq_draining=draining)
+        return QueryResult(state=state, sq_draining=draining, attrs=dict(self.attrs))
 
     def post_send(self, wr_id: int) -> VerbResult:
         exp = self.model.post_send(wr_id)
@@ -185,6 +200,22 @@ class FakeQP:
             self.destroyed = True
 
     # ------------------------------------------------------------------- internals
+    def _store(self, attrs: AttrValues, mask: Attr) -> None:
+        """An accepted modify: the fields of its mask are stored as given (PSNs masked to
+        24 bits, as the BTH carries them)."""
+        for bit, fields in STORED_FIELDS.items():
+            for name in fields:
+                if bit in mask and name in attrs:
+                    value = int(attrs[name])
+                    if name in ("sq_psn", "rq_psn"):
+                        value &= 0xFFFFFF
+                    if name == "min_rnr_timer" and self._has("store_in_wrong_field"):
+                        self.attrs["timeout"] = value
+                        continue
+                    self.attrs[name] = value
+        if Attr.TIMEOUT not in mask and "timeout" in attrs and self._has("read_unmasked_field"):
+            self.attrs["timeout"] = int(attrs["timeout"])
+
     def _emit(self, completions: Iterable[ExpectedCompletion], entering_err: bool = False) -> None:
         batch = [Completion(c.wr_id, c.queue, c.status, self.qp_num) for c in completions]
         if entering_err and batch and self._has("lost_flush"):

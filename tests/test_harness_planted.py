@@ -56,6 +56,8 @@ EXPECTED_RULE = {
     "accept_out_of_range_no_move": "attr.*",
     "accept_attr_only_modify": "linux.transition.*",
     "late_duplicate_completion": "*",  # the rule that made the first completion due
+    "store_in_wrong_field": "attr.readback",
+    "read_unmasked_field": "attr.readback.unmasked",
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -80,6 +82,8 @@ EXPECTED_KIND = {
     "accept_out_of_range_no_move": "outcome",
     "accept_attr_only_modify": "outcome",
     "late_duplicate_completion": "completion",
+    "store_in_wrong_field": "readback",
+    "read_unmasked_field": "readback",
 }
 
 
@@ -120,6 +124,12 @@ def _pkey_out_of_range(qp: CheckedQP) -> None:
     qp.modify(attrs, mask)
 
 
+def _timeout_outside_the_mask(qp: CheckedQP) -> None:
+    qp.bring_to(S.RTS)
+    attrs, mask = qp.transition_attrs(S.RTS)  # RTS->RTS: STATE only, timeout unmasked
+    qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
+
+
 def _flush_then_wait(qp: CheckedQP) -> None:
     _flush_twice(qp)
     qp.checker.settle(2 * LATE)  # the deliberate window a destroy or an example's end runs
@@ -157,6 +167,8 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "accept_out_of_range_no_move": _pkey_out_of_range,
     "accept_attr_only_modify": extra_bit_without_state,
     "late_duplicate_completion": _flush_then_wait,
+    "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
+    "read_unmasked_field": _timeout_outside_the_mask,
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.
 CONFIG = {"late_duplicate_completion": MachineConfig(settle_window=2 * LATE, must_wait=0.5)}

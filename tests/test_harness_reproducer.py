@@ -131,7 +131,8 @@ FAKE_PYVERBS = {
                     values["ah_sgid_index"] = attr.ah_attr.gr.sgid_index
                 self._check(self.fake.modify(values, mask))
             def query(self, mask):
-                return SimpleNamespace(qp_state=int(self.fake.query().state)), self.init
+                found = self.fake.query()
+                return SimpleNamespace(qp_state=int(found.state), **found.attrs), self.init
             def post_send(self, wr, bad_wr):
                 self._check(self.fake.post_send(wr.wr_id))
             def post_recv(self, wr, bad_wr):
@@ -177,6 +178,12 @@ def _lost_flush(qp) -> None:
     qp.settle()
 
 
+def _timeout_outside_the_mask(qp) -> None:
+    qp.bring_to(S.RTS)
+    attrs, mask = qp.transition_attrs(S.RTS)  # RTS->RTS: STATE only
+    qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
+
+
 def _illegal(qp) -> None:
     qp.bring_to(S.INIT)
     attrs, mask = qp.transition_attrs(S.RTR)
@@ -188,6 +195,8 @@ CASES = {
     "lost_flush": (QPType.RC, _lost_flush),
     "accept_illegal_transition": (QPType.UD, _illegal),
     "run_failed_post": (QPType.UC, _lost_flush),
+    "store_in_wrong_field": (QPType.RC, lambda qp: qp.bring_to(S.RTR)),
+    "read_unmasked_field": (QPType.RC, _timeout_outside_the_mask),
 }
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from models import rules
+from models import readback, rules
 from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
@@ -33,7 +33,7 @@ from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, StepRecorder
 from .ledger import Because
 from .quirks import Quirks
-from .text import describe_result, masked_attrs, outcome_tags
+from .text import describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 
 S = QPState
@@ -84,14 +84,20 @@ class CheckedQP:
         mask = Attr(int(mask))
         given = {k: int(v) for k, v in attrs.items()}
         step: dict[str, Any] = {"attrs": given, "mask": mask}
+        inside = mask_fields(int(mask))
+        unmasked = {k: v for k, v in given.items() if k not in inside}
+        if unmasked:  # a reproducer sets them too: a driver may wrongly read them
+            step["unmasked"] = unmasked
         if self.model.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.handle.query().sq_draining))
         if self.model.state == S.RTS and Attr.STATE in mask and given.get("qp_state") == S.SQD:
             self.checker.serve([self])  # a new drain: its SQ_DRAINED is told from older ones
         exp = self.model.modify(given, mask)
         res = self.handle.modify(given, mask)
-        self._conclude(exp, res, step, self.handle.query().state)
+        found = self.handle.query()
+        self._conclude(exp, res, step, found.state)
         self._read_at = self.track.last()
+        self._check_readback(found, mask, res.accepted)
         return res
 
     def query(self) -> QueryResult:
@@ -100,7 +106,36 @@ class CheckedQP:
         found = self.handle.query()
         self._conclude(exp, VerbResult(True), {}, found.state)
         self._read_at = self.track.last()
+        self._check_readback(found, None, True)
         return found
+
+    def _check_readback(self, found: QueryResult, mask: Attr | None, accepted: bool) -> None:
+        """Every attribute the model knows must read back as set (models/readback.py).
+
+        A field outside the modify's mask that changed, or any change by a refused
+        modify, breaks its own rule; a known divergence is followed (the model takes the
+        device's value) so one bug is reported once.
+        """
+        if self.broken or not found.attrs:
+            return
+        if mask is not None and self.model.stored.fields:  # what a reproducer checks
+            self.track.steps[-1]["readback"] = {
+                name: sorted(e.values) for name, e in self.model.stored.fields.items()
+            }
+        chk = self.checker
+        for name, exp, seen in self.model.stored.differences(found.attrs):
+            if not accepted:
+                rule = readback.READBACK_REFUSED
+            elif mask is None or readback.COMPARED[name] in mask:
+                rule = exp.rule
+            else:
+                rule = readback.READBACK_UNMASKED
+            d = chk.divergence(
+                self.track, "readback", rule, self.track.last(), exp.text(name),
+                f"query_qp {name}={seen}", [f"field={name}"],
+            )
+            chk.diverge(self.track, d)
+            self.model.stored.follow(name, seen)
 
     def post_send(self, wr_id: int | None = None) -> VerbResult:
         """One signaled send WR (the checker picks a unique wr_id if none is given)."""
@@ -192,6 +227,27 @@ class CheckedQP:
         valid["cur_qp_state"] = int(self.model.state)
         return masked_attrs(valid, mask)
 
+    def with_unmasked(self, attrs: Mapping[str, int], mask: Attr, style: str) -> dict[str, int]:
+        """`attrs` plus the fields outside `mask` a driver could wrongly read, filled by
+        `style`: "valid" (the QP's valid values), "zero", or "other" (a different value
+        than the valid one, within the C field). Fields in `mask` keep their values."""
+        if style not in UNMASKED_STYLES:
+            raise ValueError(f"unmasked style {style!r}: use one of {UNMASKED_STYLES}")
+        valid = self.valid_attrs()
+        valid["qp_state"] = valid["cur_qp_state"] = int(self.model.state)
+        inside = set(mask_fields(int(mask)))
+        out = dict(attrs)
+        for name in UNMASKED_FIELDS:
+            if name in inside or name not in valid:
+                continue
+            value = valid[name]
+            if style == "zero":
+                value = 0
+            elif style == "other":
+                value = _other(name, value)
+            out[name] = value
+        return out
+
     def transition_attrs(self, nxt: QPState) -> tuple[dict[str, int], Attr]:
         """Valid attrs and the exactly-required mask (|STATE) for current -> nxt."""
         entry = self.model.table.lookup(self.qp_type, self.model.state, nxt)
@@ -238,6 +294,24 @@ class CheckedQP:
                     came[nxt] = cur
                     todo.append(nxt)
         raise ValueError(f"{state.name} cannot be reached by modify_qp from {start.name}")
+
+
+#: Ways to fill the fields outside a modify's mask (CheckedQP.with_unmasked).
+UNMASKED_STYLES = ("valid", "zero", "other")
+#: The fields outside the mask that are filled: the states and every read-back field.
+UNMASKED_FIELDS = ("qp_state", "cur_qp_state", *readback.COMPARED)
+#: C widths (bits) of those fields in struct ibv_qp_attr, so "other" values fit.
+_C_BITS = dict.fromkeys(("port_num", "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer",
+                         "max_rd_atomic", "max_dest_rd_atomic"), 8) | {"pkey_index": 16}
+
+
+def _other(name: str, value: int) -> int:
+    """A value other than `value` for an unmasked field (a legal state for the states)."""
+    if name in ("qp_state", "cur_qp_state"):
+        return (value + 3) % (int(S.ERR) + 1)
+    if name == "path_mtu":
+        return value % 5 + 1
+    return (value + 1) % (1 << _C_BITS.get(name, 32))
 
 
 class Checker(Engine):

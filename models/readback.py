@@ -1,0 +1,147 @@
+"""What query_qp must report for the attributes a QP was given: the user-visible contract.
+
+A driver that accepts a modify and stores a value in the wrong field, or not at
+all, passes every outcome check; only reading the attributes back shows it.
+`Stored` keeps, per field, the value the last accepted modify set (after the
+uverbs rewrite, as the driver received it) and the values query_qp may report
+for it: the value itself (must), or for a "may" rule also the value masked to
+its field width (a driver may refuse a wide value or store it masked, mlx5
+does) or a power-of-two rounding (rd_atomic depths: rxe rounds up, mlx5 down).
+
+Fields outside the mask are never stored, so a driver that reads a field whose
+mask bit is not set shows up as a changed value (`attr.readback.unmasked`).
+After a move to RESET nothing is known (drivers may restore defaults).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from models.enums import Attr
+from models.sources import KERNEL_UVERBS_CMD_C, LAYERS, MAY, MUST, Rule, Source, ibta
+
+_QUERY = "ch. 11.2.5.3 Query Queue Pair (output modifiers)"
+
+READBACK = Rule(
+    "attr.readback",
+    "query_qp reports the value the last accepted modify_qp set for each attribute in its mask",
+    ibta(_QUERY, "the current values of the QP attributes"),
+    kind=MUST,
+    layer="driver",
+)
+READBACK_UNMASKED = Rule(
+    "attr.readback.unmasked",
+    "a modify_qp leaves every attribute outside its mask unchanged (the driver must not read "
+    "fields whose mask bit is clear)",
+    Source(KERNEL_UVERBS_CMD_C, "modify_qp(): only the attributes named by attr_mask are copied"
+           " and passed on (ib_modify_qp_with_udata)"),
+    kind=MUST,
+    layer="driver",
+)
+READBACK_REFUSED = Rule(
+    "attr.readback.refused",
+    "a refused modify_qp changes no attribute (a failed verb changes nothing)",
+    ibta("ch. 11.2.5.2 Modify Queue Pair", "if the modify fails, the QP attributes are not "
+         "changed"),
+    kind=MUST,
+    layer="driver",
+)
+READBACK_ROUNDED = Rule(
+    "attr.readback.rd_atomic_rounded",
+    "max_rd_atomic and max_dest_rd_atomic may read back rounded to a power of two (rxe rounds "
+    "up, mlx5 stores the log2)",
+    Source("linux drivers/infiniband", "sw/rxe/rxe_qp.c rxe_qp_from_attr(): "
+           "roundup_pow_of_two(max_rd_atomic); hw/mlx5/qp.c __mlx5_ib_modify_qp(): "
+           "log_sra_max = ilog2(max_rd_atomic)"),
+    kind=MAY,
+    layer="driver",
+)
+assert READBACK.layer in LAYERS
+
+#: Fields query_qp reports and the mask bit that sets each (ah_* and alt_* are not compared:
+#: their read-back depends on the GID table and on path migration).
+COMPARED: dict[str, Attr] = {
+    "qp_access_flags": Attr.ACCESS_FLAGS,
+    "pkey_index": Attr.PKEY_INDEX,
+    "port_num": Attr.PORT,
+    "qkey": Attr.QKEY,
+    "path_mtu": Attr.PATH_MTU,
+    "timeout": Attr.TIMEOUT,
+    "retry_cnt": Attr.RETRY_CNT,
+    "rnr_retry": Attr.RNR_RETRY,
+    "rq_psn": Attr.RQ_PSN,
+    "sq_psn": Attr.SQ_PSN,
+    "max_rd_atomic": Attr.MAX_QP_RD_ATOMIC,
+    "max_dest_rd_atomic": Attr.MAX_DEST_RD_ATOMIC,
+    "min_rnr_timer": Attr.MIN_RNR_TIMER,
+    "dest_qp_num": Attr.DEST_QPN,
+}
+#: Field widths in bits: a value beyond one may read back masked.
+WIDTHS = {"timeout": 5, "retry_cnt": 3, "rnr_retry": 3, "min_rnr_timer": 5,
+          "dest_qp_num": 24, "rq_psn": 24, "sq_psn": 24}
+_ROUNDED = ("max_rd_atomic", "max_dest_rd_atomic")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The values query_qp may report for one field, and the rule that says so."""
+
+    values: frozenset[int]
+    rule: Rule
+    set_by: int  # the mask the modify that set it had (for the report)
+
+    def text(self, name: str) -> str:
+        shown = "|".join(str(v) for v in sorted(self.values))
+        return f"{name}={shown}"
+
+
+@dataclass
+class Stored:
+    """The attributes of one QP as the model knows them."""
+
+    fields: dict[str, Expected] = field(default_factory=dict)
+
+    def store(self, attrs: Mapping[str, int], mask: Attr) -> None:
+        """An accepted modify: the fields of its mask take their new values."""
+        for name, bit in COMPARED.items():
+            if bit in mask and name in attrs:
+                self.fields[name] = _expected(name, int(attrs[name]), int(mask))
+
+    def forget(self, mask: Attr | None = None) -> None:
+        """RESET (everything), or a modify the model refused and the device accepted (the
+        fields of its mask): what query reports for them is now the driver's choice."""
+        if mask is None:
+            self.fields.clear()
+            return
+        for name, bit in COMPARED.items():
+            if bit in mask:
+                self.fields.pop(name, None)
+
+    def snapshot(self) -> tuple:
+        """For 'a refused verb changes nothing' checks."""
+        return tuple(sorted((k, v.values) for k, v in self.fields.items()))
+
+    def follow(self, name: str, value: int) -> None:
+        """A known divergence: the device holds `value`; compare later reads with it."""
+        old = self.fields[name]
+        self.fields[name] = Expected(frozenset({value}), old.rule, old.set_by)
+
+    def differences(self, found: Mapping[str, int]) -> list[tuple[str, Expected, int]]:
+        """(field, expected, found) for every known field query_qp reported otherwise."""
+        return [
+            (name, exp, int(found[name]))
+            for name, exp in self.fields.items()
+            if name in found and int(found[name]) not in exp.values
+        ]
+
+
+def _expected(name: str, value: int, mask: int) -> Expected:
+    values = {value}
+    rule = READBACK
+    if name in WIDTHS:
+        values.add(value & ((1 << WIDTHS[name]) - 1))
+    if name in _ROUNDED and value > 0:
+        values |= {1 << (value.bit_length() - 1), 1 << (value - 1).bit_length()}
+        rule = READBACK_ROUNDED if len(values) > 1 else READBACK
+    return Expected(frozenset(values), rule, mask)

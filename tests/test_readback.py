@@ -1,0 +1,82 @@
+"""Attributes read back through query_qp: the model's expectation, and the sweep and the
+stateful machine catching a driver that stores a value in the wrong field or reads a field
+outside the mask (planted in the fake device)."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.enums import Attr, QPState, QPType
+from models.qp import QPModel
+from models.readback import READBACK, READBACK_ROUNDED, Stored
+from qpconform.engine.lone import Checker
+from reports.divergence import DivergenceList
+from suites import steps
+from suites.cases import transition_groups
+from tests.fake_device import FakeDevice
+
+S = QPState
+
+
+def test_a_set_field_reads_back_as_set_and_a_wide_one_maybe_masked() -> None:
+    stored = Stored()
+    stored.store({"timeout": 40, "pkey_index": 0, "max_rd_atomic": 3}, Attr.TIMEOUT |
+                 Attr.PKEY_INDEX | Attr.MAX_QP_RD_ATOMIC)
+    assert stored.fields["pkey_index"].values == {0}
+    assert stored.fields["pkey_index"].rule is READBACK
+    assert stored.fields["timeout"].values == {40, 40 & 31}
+    assert stored.fields["max_rd_atomic"].values == {3, 2, 4}
+    assert stored.fields["max_rd_atomic"].rule is READBACK_ROUNDED
+    assert stored.differences({"timeout": 8, "pkey_index": 0, "max_rd_atomic": 4}) == []
+    assert stored.differences({"timeout": 9, "pkey_index": 0, "max_rd_atomic": 1}) == [
+        ("timeout", stored.fields["timeout"], 9),
+        ("max_rd_atomic", stored.fields["max_rd_atomic"], 1),
+    ]
+
+
+def test_fields_outside_the_mask_are_not_stored() -> None:
+    stored = Stored()
+    stored.store({"timeout": 14, "qkey": 5}, Attr.TIMEOUT)
+    assert set(stored.fields) == {"timeout"}
+
+
+def test_the_model_forgets_on_reset_and_a_refused_modify_changes_nothing() -> None:
+    model = QPModel(QPType.UD)
+    exp = model.modify({"qp_state": 1, "pkey_index": 0, "port_num": 1, "qkey": 7},
+                       Attr.STATE | Attr.PKEY_INDEX | Attr.PORT | Attr.QKEY)
+    model.apply(exp, True)
+    assert model.stored.fields["qkey"].values == {7}
+    bad = model.modify({"qp_state": 3, "qkey": 9}, Attr.STATE | Attr.QKEY)  # INIT->RTS
+    model.apply(bad, False)
+    assert model.stored.fields["qkey"].values == {7}
+    reset = model.modify({"qp_state": 0}, Attr.STATE)
+    model.apply(reset, True)
+    assert model.stored.fields == {}
+
+
+@pytest.mark.parametrize(
+    ("fault", "rule"),
+    [("store_in_wrong_field", "attr.readback"), ("read_unmasked_field", "attr.readback.unmasked")],
+)
+def test_the_transition_sweep_catches_a_driver_that_stores_wrongly(fault: str, rule: str) -> None:
+    device = FakeDevice([fault])
+    checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
+                      reproducer_dir=None)
+    failures = []
+    for group in transition_groups("linux"):
+        if group.qp_type != QPType.RC:
+            continue
+        try:
+            steps.run_group(checker, group, lambda qp, case: steps.run_modify_case(qp, device,
+                                                                                   case))
+        except pytest.fail.Exception as exc:
+            failures.append(str(exc))
+    assert failures, "the sweep missed the planted fault"
+    assert all(rule in f for f in failures), failures[0]
+    clean = FakeDevice()
+    checker = Checker(clean, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
+                      reproducer_dir=None)
+    for group in transition_groups("linux"):
+        if group.qp_type == QPType.RC:
+            steps.run_group(checker, group, lambda qp, case: steps.run_modify_case(qp, clean,
+                                                                                   case))
