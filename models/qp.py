@@ -87,7 +87,7 @@ class QPModel:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
         self._modify_mask = mask
-        checked: list[Rule] = []
+        checked: list[Rule] = self.stored.rules(mask)  # what query_qp is compared with after it
 
         # Where a device that wrongly accepts this modify would go (reports name the target).
         asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
@@ -163,7 +163,8 @@ class QPModel:
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state."""
         return self._propose(
-            self._exp("query", Outcome.ACCEPT, rules.QUERY, self.state, checked=[rules.QUERY]),
+            self._exp("query", Outcome.ACCEPT, rules.QUERY, self.state,
+                      checked=[rules.QUERY, *self.stored.rules()]),
             None,
         )
 

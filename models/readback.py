@@ -118,6 +118,19 @@ class Stored:
             if bit in mask:
                 self.fields.pop(name, None)
 
+    def rules(self, mask: Attr | None = None) -> list[Rule]:
+        """The read-back rules a verb is checked against (a modify with `mask`, or a query):
+        every known field is compared; a modify's own fields read back as set, the others
+        unchanged, and nothing changes if it is refused."""
+        found = {e.rule.id: e.rule for e in self.fields.values()}
+        if mask is not None:
+            if any(bit in mask for bit in COMPARED.values()):
+                found.setdefault(READBACK.id, READBACK)
+            if self.fields:
+                found[READBACK_UNMASKED.id] = READBACK_UNMASKED
+                found[READBACK_REFUSED.id] = READBACK_REFUSED
+        return list(found.values())
+
     def snapshot(self) -> tuple:
         """For 'a refused verb changes nothing' checks."""
         return tuple(sorted((k, v.values) for k, v in self.fields.items()))
