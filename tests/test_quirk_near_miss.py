@@ -233,6 +233,11 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         (Pair("access_err_as_fatal", K61, QPType.RC, bad_rkey,
               breaks="ibta.modify.no_error_event"),),
     ),
+    "rxe.reset_leaves_stale_sq_index_drain_never_ends": (
+        Lone("event_not_raised", K612, then(to(S.INIT), post_send, to(S.RESET), drain(True))),
+        (Lone("event_not_raised", K612, drain(True)),
+         Lone("event_not_raised", K61, then(to(S.INIT), post_send, to(S.RESET), drain(True)))),
+    ),
     "rxe.reset_leaves_stale_sq_index": (
         Pair("stale_sq_after_sqd_reset", K612, QPType.UD, reset_from(S.SQD)),
         (Pair("stale_sq_after_any_reset", K612, QPType.UD, reset_from(S.ERR)),
