@@ -11,7 +11,7 @@ extra-bit and wrong-CUR_STATE variants of a pair cost one test, not dozens.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from models.attributes import PSN_LIMIT, DeviceCaps
@@ -197,8 +197,11 @@ def _pair_groups(
         return [group("all", [], reason)]
 
     entry = table.lookup(qp_type, cur, nxt)
+    attr_only = _attribute_only(table, qp_type, cur, case) if cur == nxt else []
     if entry is None:
-        return [group("invalid", [case("invalid", Attr.STATE)])]
+        return [group("invalid", [case("invalid", Attr.STATE)])] + [
+            group("attr-only", attr_only)
+        ] * bool(attr_only)
 
     exact = Attr.STATE | entry.required
     out = [group("exact", [case("exact", exact)])]
@@ -239,7 +242,24 @@ def _pair_groups(
             )
         )
     out.append(group("cur-wrong", wrong))
+    if attr_only:
+        out.append(group("attr-only", attr_only))
     return out
+
+
+def _attribute_only(
+    table: TransitionTable, qp_type: QPType, cur: QPState, case: Callable[..., Case]
+) -> list[Case]:
+    """Modifies without STATE from `cur`: checked against cur->cur like any modify (Linux:
+    ib_modify_qp_is_ok(cur, cur, ...)). Every bit the cur->cur entry does not allow, one
+    at a time; a driver that checks the table only under IB_QP_STATE accepts them."""
+    entry = table.lookup(qp_type, cur, cur)
+    allowed = Attr(0) if entry is None else entry.allowed
+    return [
+        case("attr-only", bit, bit=bit, suffix=f"attr-only-{_bit_name(bit)}")
+        for bit in EXTRA_CANDIDATES
+        if not bit & allowed and bit not in (Attr.CAP, Attr.RATE_LIMIT)
+    ]
 
 
 # ---------------------------------------------------------------------- attributes

@@ -312,3 +312,28 @@ def test_after_post_path() -> None:
     assert cases.after_post_path(S.RTR) == (S.RTS, S.ERR)
     assert cases.after_post_path(S.SQD) == (S.ERR,)
     assert cases.after_post_path(S.ERR) == ()
+
+
+def test_attribute_only_cases_catch_a_driver_that_skips_the_table_without_state() -> None:
+    from qpconform.engine.lone import Checker
+    from reports.divergence import DivergenceList
+    from suites import steps
+    from tests.fake_device import FakeDevice
+
+    groups = [g for g in cases.transition_groups("linux") if g.id.endswith("attr-only")]
+    assert {g.cur for g in groups} >= {QPState.RESET, QPState.INIT, QPState.RTS, QPState.ERR}
+    for faults, caught in (([], False), (["accept_attr_only_modify"], True)):
+        device = FakeDevice(faults)
+        checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
+                          reproducer_dir=None)
+        failed = []
+        for group in groups:
+            if group.qp_type != QPType.RC:
+                continue
+            try:
+                steps.run_group(checker, group,
+                                lambda qp, case, d=device: steps.run_modify_case(qp, d, case))
+            except pytest.fail.Exception as exc:
+                failed.append(str(exc))
+        assert bool(failed) is caught, failed[:1]
+        assert all("linux.transition." in f for f in failed)
