@@ -12,6 +12,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from reports.divergence import DivergenceList
 from tests.fake_device import LATE, FakeDevice
+from tests.sequences import drain
 
 S = QPState
 WINDOW = 0.2  # completions
@@ -141,3 +142,17 @@ def test_a_forced_window_always_waits() -> None:
     start = time.monotonic()
     checker.settle(0.1)
     assert time.monotonic() - start >= 0.1
+
+
+def test_a_late_event_is_judged_against_the_move_that_raised_it() -> None:
+    """SQD->SQD raises SQ_DRAINED again, delivered late: the next modify (SQD->RTS) waits out
+    the event window first, so the record names SQD->SQD, not SQD->RTS."""
+    checker = _checker(FakeDevice(["sq_drained_on_sqd_to_sqd"], delay=EVENTS / 4))
+    qp = checker.open_qp(QPType.RC)
+    drain(qp, True)
+    qp.settle()
+    qp.modify(*qp.transition_attrs(S.SQD))
+    with pytest.raises(DivergenceError) as err:
+        qp.bring_to(S.RTS)
+    assert err.value.record.context["transition"] == "SQD->SQD"
+    assert err.value.record.rule_id.startswith("ibta.sqd.drained_event")

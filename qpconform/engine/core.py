@@ -77,6 +77,7 @@ class Track:
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
     quiet_from: int | None = None  # the first step whose quiet window is still open
     quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
+    events_until: float = 0.0  # when the open event window closes (within quiet_until)
 
     def owe_quiet(self, step: int, seconds: float) -> None:
         """Something may still appear, or must not, because of `step`: a quiet window of
@@ -86,6 +87,16 @@ class Track:
         if self.quiet_from is None:
             self.quiet_from = step
         self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
+
+    def owe_events(self, step: int, seconds: float) -> None:
+        """A move that can raise an event late: the event window opens (see owe_quiet); the
+        QP's next modify waits out its rest, so a late event is judged against this step."""
+        self.owe_quiet(step, seconds)
+        self.events_until = max(self.events_until, time.monotonic() + seconds)
+
+    def events_left(self) -> float:
+        """Seconds left of the open event window (0 when none is open)."""
+        return max(0.0, self.events_until - time.monotonic())
 
     def quiet_left(self) -> float:
         """Seconds left of the open quiet window (0 when none is open)."""
@@ -200,7 +211,7 @@ class Engine:
             )
             known = self.diverge(track, d)
         track.model.apply(exp, res.accepted)
-        self.moved(track, exp.state_before, track.model.state, idx)
+        self.moved(track, exp.state_before, track.model.state, idx, exp.verb == "modify")
         if res.accepted:
             track.ledger.expect(exp, idx)
         never = len(track.ledger.never)
@@ -209,11 +220,14 @@ class Engine:
             track.owe_quiet(idx, self.completion_window)
         return idx, known
 
-    def moved(self, track: Track, before: QPState, after: QPState, step: int) -> None:
-        """Record a state change; one that can raise an event late opens the event window."""
+    def moved(
+        self, track: Track, before: QPState, after: QPState, step: int, modify: bool = False
+    ) -> None:
+        """Record a state change. A change, or any modify, into SQD, ERR or SQE or out of SQD
+        can raise an event late (SQD->SQD may start a new drain): the event window opens."""
         track.moved(before, after, step)
-        if before != after and (after in EVENT_STATES or before == QPState.SQD):
-            track.owe_quiet(step, self.event_window)
+        if (before != after or modify) and (after in EVENT_STATES or before == QPState.SQD):
+            track.owe_events(step, self.event_window)
 
     def log_step(
         self,
@@ -553,6 +567,13 @@ class Engine:
         for track in self.tracks():
             if track.quiet_left() == 0.0:
                 track.quiet_from = None
+
+    def serve_events(self, track: Track, bound: float) -> None:
+        """Before a modify: wait out the rest of the QP's event window, observing every QP,
+        so an event the previous move raised late is judged against that move."""
+        left = track.events_left()
+        if left > 0:
+            self.observe(left, bound)
 
     def serve_quiet(self, bound: float, tracks: list[Track] | None = None) -> None:
         """Wait out what is left of the quiet windows of `tracks` (default: all), observing

@@ -90,8 +90,7 @@ class CheckedQP:
             step["unmasked"] = unmasked
         if self.model.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.handle.query().sq_draining))
-        if self.model.state == S.RTS and Attr.STATE in mask and given.get("qp_state") == S.SQD:
-            self.checker.serve([self])  # a new drain: its SQ_DRAINED is told from older ones
+        self.checker.serve_events(self.track, self.checker.must_wait)
         exp = self.model.modify(given, mask)
         res = self.handle.modify(given, mask)
         found = self.handle.query()

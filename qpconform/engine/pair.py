@@ -44,6 +44,9 @@ from .timing import DeliveryLog
 S = QPState
 NO_BITS = Attr(0)
 QUIET_WINDOW = float(os.environ.get("QPCONFORM_QUIET_WINDOW", "0.15"))
+#: After a move into SQD, ERR or SQE (or out of SQD) the end's next modify waits this long
+#: first, so a late event is judged against the move that raised it (fixtures/windows.toml).
+EVENT_WINDOW = 0.03
 _AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.")  # rules of wire-caused state changes
 _DEFAULT_SINK: Any = object()  # "reports/out/divergences.json" (None: record nowhere)
 
@@ -126,6 +129,7 @@ class PairHarness(Engine):
         time_scale: float | None = None,
         defer_events: bool = False,
         delivery: DeliveryLog | None = None,
+        event_window: float | None = None,
     ) -> None:
         judge = Judge(
             quirks,
@@ -140,6 +144,7 @@ class PairHarness(Engine):
         scale = time_scale or float(os.environ.get("QPCONFORM_TIME_SCALE", "1"))
         self.bound = settings.bound() * scale
         self.quiet_window = QUIET_WINDOW * scale
+        self.event_window = (EVENT_WINDOW if event_window is None else event_window) * scale
         self.steps: list[dict[str, Any]] = []  # one log for both ends
         self.ends: dict[str, Track] = {}
         self.end_state: dict[str, _EndState] = {}
@@ -195,6 +200,7 @@ class PairHarness(Engine):
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
+        self.serve_events(self.ends[side], self.bound)  # a late event of the last move first
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
