@@ -526,5 +526,39 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "unseen_quirks": with_provenance(run.get("unseen_quirks", []), profile, False),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
+        "choices": choice_rows(run.get("choices", {}), catalog),
+        "missing_features": missing_features(divs, profile),
     }
+
+
+def choice_rows(
+    choices: Mapping[str, Mapping[str, int]], catalog: Mapping[str, Rule]
+) -> list[dict[str, Any]]:
+    """The device's characteristics: what it chose under each "may" rule, and whether it
+    chose the same way every time (both outcomes conform; mixing them is worth a look)."""
+    rows = []
+    for rule_id, seen in sorted(choices.items()):
+        rule = catalog.get(rule_id)
+        rows.append({
+            "rule": rule_id,
+            "summary": rule.summary if rule is not None else "",
+            "choices": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
+            "consistent": len(seen) == 1,
+        })
+    return rows
+
+
+def missing_features(
+    divs: Iterable[Mapping[str, Any]], profile: Mapping[str, Mapping[str, str]]
+) -> list[dict[str, str]]:
+    """Capability rows: optional features the device lacks, from the quirks (with a
+    `feature`) that matched in this run; reported once each, not as divergences."""
+    rows: dict[str, dict[str, str]] = {}
+    for d in divs:
+        quirk = d.get("known_quirk")
+        feature = profile.get(quirk or "", {}).get("feature")
+        if quirk and feature and feature not in rows:
+            rows[feature] = {"feature": feature, "quirk": quirk,
+                             "provenance": profile[quirk].get("provenance", "observed")}
+    return [rows[k] for k in sorted(rows)]
 

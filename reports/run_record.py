@@ -73,6 +73,13 @@ class RunRecorder:
         #: per quirk id of the profile: {"provenance": ..., "feature": ...}
         self.quirk_profile: dict[str, dict[str, str]] = {}
         self.unsupported: dict[str, str] = {}
+        #: per "may" rule id: {what the device chose: how often}
+        self.choices: dict[str, dict[str, int]] = {}
+
+    def choice(self, rule_id: str, chosen: str) -> None:
+        """The device's outcome under a "may" rule (either conforms): a characteristic."""
+        seen = self.choices.setdefault(str(rule_id), {})
+        seen[chosen] = seen.get(chosen, 0) + 1
 
     def step(
         self,
@@ -157,6 +164,7 @@ class RunRecorder:
             ],
             "quirk_profile": dict(sorted(self.quirk_profile.items())),
             "unsupported": dict(sorted(self.unsupported.items())),
+            "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
         }
 
     def write(self, path: str | os.PathLike[str] | None = None) -> Path:
@@ -201,6 +209,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     unseen: dict[str, str] = {}
     profile: dict[str, dict[str, str]] = {}
     unsupported: dict[str, str] = {}
+    choices: dict[str, dict[str, int]] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     workers: list[str] = []
@@ -227,6 +236,10 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             unseen[q["id"]] = q.get("detail", "")
         profile.update(run.get("quirk_profile", {}))
         unsupported.update(run.get("unsupported", {}))
+        for rule_id, seen in run.get("choices", {}).items():
+            into = choices.setdefault(rule_id, {})
+            for chosen, n in seen.items():
+                into[chosen] = into.get(chosen, 0) + n
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
     if qp_types:
@@ -263,6 +276,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         ],
         "quirk_profile": dict(sorted(profile.items())),
         "unsupported": dict(sorted(unsupported.items())),
+        "choices": {k: dict(sorted(v.items())) for k, v in sorted(choices.items())},
     }
 
 

@@ -126,6 +126,10 @@ class _StepsOnly:
     def divergence(self, d: Any) -> None:
         pass
 
+    def choice(self, *args: Any) -> None:
+        if hasattr(self._recorder, "choice"):
+            self._recorder.choice(*args)
+
 
 class QPMachine(RuleBasedStateMachine):
     """Random sequences of verbs on up to config.max_qps QPs, all checked."""
@@ -385,6 +389,10 @@ class _CountingRecorder:
 
     def divergence(self, d: Any) -> None:
         self.inner.divergence(d)
+
+    def choice(self, *args: Any) -> None:
+        if hasattr(self.inner, "choice"):
+            self.inner.choice(*args)
 
 
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from models import rules
 from models.enums import Attr, EventType, QPState, QPType
-from models.outcomes import Expectation
+from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import Rule
 from reports.divergence import Divergence
@@ -41,6 +41,7 @@ from .text import (
     completion_text,
     describe_expectation,
     describe_result,
+    errno_name,
     mask_names,
     masked_attrs,
     outcome_tags,
@@ -210,6 +211,9 @@ class Engine:
                 describe_result(res, seen), tags, verb=exp.verb,
             )
             known = self.diverge(track, d)
+        if exp.outcome is Outcome.EITHER and known is None:
+            self.record_choice(exp.rule, "accepted" if res.accepted else
+                               f"refused ({errno_name(res.errno)})")
         track.model.apply(exp, res.accepted)
         self.moved(track, exp.state_before, track.model.state, idx, exp.verb == "modify")
         if res.accepted:
@@ -267,6 +271,12 @@ class Engine:
         return len(track.steps) - 1
 
     # ---------------------------------------------------------------------- run records
+    def record_choice(self, rule: Rule, chosen: str) -> None:
+        """What the device did where a "may" rule lets it choose (the report's characteristics)."""
+        recorder = self.judge.recorder
+        if recorder is not None and hasattr(recorder, "choice"):
+            recorder.choice(rule.id, chosen)
+
     def note(self, track: Track, exp: Expectation, extra: Rule | None = None) -> None:
         """Queue one run-record step, written with its result by `flush_notes`."""
         target = exp.state_if_accepted.name if exp.verb == "modify" else None
