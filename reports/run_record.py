@@ -236,9 +236,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             unseen[q["id"]] = q.get("detail", "")
         profile.update(run.get("quirk_profile", {}))
         unsupported.update(run.get("unsupported", {}))
-        for rule_id, seen in run.get("choices", {}).items():
+        for rule_id, chosen_counts in run.get("choices", {}).items():
             into = choices.setdefault(rule_id, {})
-            for chosen, n in seen.items():
+            for chosen, n in chosen_counts.items():
                 into[chosen] = into.get(chosen, 0) + n
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})

@@ -31,8 +31,10 @@ def test_choices_merge_across_workers_and_flag_mixed_outcomes(tmp_path: Path) ->
         rec = RunRecorder({"device": "x"}, {}, worker=worker)
         rec.choice("attr.timeout.width", chosen)
         rec.choice("attr.retry_cnt.width", "accepted")
+        rec.divergences.append({"id": worker, "known_quirk": None})
         rec.write(tmp_path / f"run-{worker}.json")
     merged = merge_runs(sorted(tmp_path.glob("run-*.json")))
+    assert [d["id"] for d in merged["divergences"]] == ["gw0", "gw1"]
     assert merged["choices"]["attr.retry_cnt.width"] == {"accepted": 2}
     rows = {r["rule"]: r for r in choice_rows(merged["choices"], {})}
     assert rows["attr.retry_cnt.width"]["consistent"]
