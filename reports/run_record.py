@@ -75,6 +75,8 @@ class RunRecorder:
         self.unsupported: dict[str, str] = {}
         #: per "may" rule id: {what the device chose: how often}
         self.choices: dict[str, dict[str, int]] = {}
+        #: delivery delays (seconds) per kind, so the workers' samples merge into one summary
+        self.delivery: dict[str, list[float]] = {}
 
     def choice(self, rule_id: str, chosen: str) -> None:
         """The device's outcome under a "may" rule (either conforms): a characteristic."""
@@ -165,6 +167,7 @@ class RunRecorder:
             "quirk_profile": dict(sorted(self.quirk_profile.items())),
             "unsupported": dict(sorted(self.unsupported.items())),
             "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
+            "delivery": {k: [round(x, 6) for x in v] for k, v in sorted(self.delivery.items())},
         }
 
     def write(self, path: str | os.PathLike[str] | None = None) -> Path:
@@ -210,6 +213,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     profile: dict[str, dict[str, str]] = {}
     unsupported: dict[str, str] = {}
     choices: dict[str, dict[str, int]] = {}
+    delivery: dict[str, list[float]] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     workers: list[str] = []
@@ -236,6 +240,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             unseen[q["id"]] = q.get("detail", "")
         profile.update(run.get("quirk_profile", {}))
         unsupported.update(run.get("unsupported", {}))
+        for kind, samples in run.get("delivery", {}).items():
+            delivery.setdefault(kind, []).extend(samples)
         for rule_id, chosen_counts in run.get("choices", {}).items():
             into = choices.setdefault(rule_id, {})
             for chosen, n in chosen_counts.items():
@@ -244,6 +250,10 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
     if qp_types:
         settings["qp_types"] = qp_types
+    if delivery:  # one summary over every worker's samples
+        from qpconform.engine.timing import DeliveryLog
+
+        settings["delivery_latency"] = DeliveryLog({k: list(v) for k, v in delivery.items()}).text()
     return {
         "schema": SCHEMA,
         "kind": KIND,
@@ -277,6 +287,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "quirk_profile": dict(sorted(profile.items())),
         "unsupported": dict(sorted(unsupported.items())),
         "choices": {k: dict(sorted(v.items())) for k, v in sorted(choices.items())},
+        "delivery": dict(sorted(delivery.items())),
     }
 
 

@@ -49,3 +49,13 @@ def test_a_matched_feature_quirk_is_one_capability_row() -> None:
     assert missing_features(divs, profile) == [
         {"feature": "SQD", "quirk": "mlx5.no_rts_to_sqd", "provenance": "source"}
     ]
+
+
+def test_delivery_delays_of_all_workers_make_one_summary(tmp_path: Path) -> None:
+    for worker, delays in (("gw0", [0.001, 0.002]), ("gw1", [0.050])):
+        rec = RunRecorder({"device": "x"}, {"delivery_latency": f"only {worker}"}, worker=worker)
+        rec.delivery = {"completion": delays}
+        rec.write(tmp_path / f"run-{worker}.json")
+    merged = merge_runs(sorted(tmp_path.glob("run-*.json")))
+    assert merged["settings"]["delivery_latency"].startswith("completions: 3,")
+    assert "max 50.0 ms" in merged["settings"]["delivery_latency"]
