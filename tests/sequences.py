@@ -29,3 +29,13 @@ def extra_bit_without_state(qp: CheckedQP) -> None:
     """In INIT, a modify without STATE carrying SQ_PSN, which INIT->INIT does not allow."""
     qp.bring_to(S.INIT)
     qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
+
+
+#: A valid value for every modify field (model-only tests: no device caps to consult).
+VALID_ATTRS: dict[str, int] = {
+    "qp_state": 0, "cur_qp_state": 0, "pkey_index": 0, "port_num": 1, "qkey": 0x11,
+    "qp_access_flags": 0, "ah_port_num": 1, "ah_sgid_index": 0, "path_mtu": 3, "timeout": 14,
+    "retry_cnt": 7, "rnr_retry": 7, "rq_psn": 0, "max_rd_atomic": 1, "max_dest_rd_atomic": 1,
+    "min_rnr_timer": 12, "sq_psn": 0, "dest_qp_num": 1, "en_sqd_async_notify": 1,
+    "path_mig_state": 0, "alt_port_num": 1, "alt_ah_port_num": 1,
+}

@@ -15,15 +15,11 @@ from models.attributes import DeviceCaps
 from models.enums import Attr, QPState, QPType
 from models.outcomes import Outcome
 from models.qp import QPModel
+from tests.sequences import VALID_ATTRS
 
 S = QPState
 T = QPType
-VALID = {
-    "pkey_index": 0, "port_num": 1, "qkey": 0x11, "qp_access_flags": 0, "ah_port_num": 1,
-    "ah_sgid_index": 0, "path_mtu": 3, "timeout": 14, "retry_cnt": 7, "rnr_retry": 7,
-    "rq_psn": 0, "max_rd_atomic": 1, "max_dest_rd_atomic": 1, "min_rnr_timer": 12, "sq_psn": 0,
-    "dest_qp_num": 1, "path_mig_state": 0, "alt_port_num": 1, "alt_ah_port_num": 1,
-}
+VALID = VALID_ATTRS
 INIT = Attr.STATE | Attr.PKEY_INDEX | Attr.PORT | Attr.ACCESS_FLAGS
 RTR = (
     Attr.STATE | Attr.AV | Attr.PATH_MTU | Attr.DEST_QPN | Attr.RQ_PSN

@@ -23,15 +23,10 @@ from models.sources import KINDS, LAYERS, MAY, SPEC, Rule, Source
 from models.table import VARIANTS, variant
 from qpconform.engine import pair as engine_pair
 from reports.qualification import model_rules
+from tests.sequences import VALID_ATTRS
 
 S = QPState
-VALID = {
-    "qp_state": 0, "cur_qp_state": 0, "pkey_index": 0, "port_num": 1, "qkey": 0x11,
-    "qp_access_flags": 0, "ah_port_num": 1, "ah_sgid_index": 0, "path_mtu": 3, "timeout": 14,
-    "retry_cnt": 7, "rnr_retry": 7, "rq_psn": 0, "max_rd_atomic": 1, "max_dest_rd_atomic": 1,
-    "min_rnr_timer": 12, "sq_psn": 0, "dest_qp_num": 1, "en_sqd_async_notify": 1,
-    "path_mig_state": 0, "alt_port_num": 1, "alt_ah_port_num": 1,
-}
+VALID = VALID_ATTRS
 #: One out-of-range value per field a value rule reads (0 and huge cover both ends).
 BAD_VALUES = {
     "port_num": (0, 9), "ah_port_num": (0, 9), "ah_sgid_index": (300, 3), "pkey_index": (70000,),
