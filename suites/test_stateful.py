@@ -40,7 +40,7 @@ from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker
 from qpconform.engine.quirks import Quirks
-from qpconform.engine.text import mask_fields
+from qpconform.engine.text import C_FIELD_BITS, mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
 from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceList
 from reports.reproducer import write_reproducer
@@ -52,24 +52,6 @@ ALL_BITS: tuple[int, ...] = (*(int(b) for b in Attr), 1 << 21, 1 << 26)
 START_STATES = (S.RESET, S.INIT, S.RTR, S.RTS)
 BATCH = 10  # examples per batch when a time budget is spent
 SHAPES = ("exact", "optional", "missing", "extra", "cur_right", "cur_wrong", "no_state")
-#: Field widths in bits (struct ibv_qp_attr / ibv_ah_attr): boundary values must fit.
-_WIDTH = dict.fromkeys(
-    (
-        "port_num",
-        "ah_port_num",
-        "alt_port_num",
-        "ah_sgid_index",
-        "timeout",
-        "alt_timeout",
-        "retry_cnt",
-        "rnr_retry",
-        "min_rnr_timer",
-        "max_rd_atomic",
-        "max_dest_rd_atomic",
-        "en_sqd_async_notify",
-    ),
-    8,
-) | {"pkey_index": 16}
 
 
 def boundary_values(field: str, caps: DeviceCaps) -> list[int]:
@@ -99,7 +81,7 @@ def boundary_values(field: str, caps: DeviceCaps) -> list[int]:
         "en_sqd_async_notify": [0, 1],
         "path_mig_state": [0, 1, 2],
     }.get(field, [])
-    return [v for v in values if 0 <= v < 1 << _WIDTH.get(field, 32)]
+    return [v for v in values if 0 <= v < 1 << C_FIELD_BITS.get(field, 32)]
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ For each verb the model is asked first (an Expectation), then the device; the
 engine compares the outcome and books what is due; the state read back with
 query_qp must be the model's. `settle()` polls every open QP and waits only while
 something is due; a step after which something may still come or must not (a
-move to ERR, SQD, SQE or RESET, a WR that must never run) opens a quiet window
-that later steps keep polling through, and `serve()` waits out its rest before a
-QP is destroyed, before a new drain and at the end of a run. Used by the
-deterministic sweeps and QPMachine.
+WR that must never run, a delivered completion, a modify into SQD, ERR or SQE or
+out of SQD) opens a quiet window that later steps keep polling through. `serve()`
+waits out its rest before a QP is destroyed and at the end of a run; the QP's
+next modify waits out an event window first. Used by the deterministic sweeps
+and QPMachine.
 
 A lone QP has no wire, so the only completion the ledger may not know is that
 of a send the model knows is started (a UD send to itself): the model learns it
@@ -33,7 +34,7 @@ from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, StepRecorder
 from .ledger import Because
 from .quirks import Quirks
-from .text import describe_result, mask_fields, masked_attrs, outcome_tags
+from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 
 S = QPState
@@ -299,9 +300,6 @@ class CheckedQP:
 UNMASKED_STYLES = ("valid", "zero", "other")
 #: The fields outside the mask that are filled: the states and every read-back field.
 UNMASKED_FIELDS = ("qp_state", "cur_qp_state", *readback.COMPARED)
-#: C widths (bits) of those fields in struct ibv_qp_attr, so "other" values fit.
-_C_BITS = dict.fromkeys(("port_num", "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer",
-                         "max_rd_atomic", "max_dest_rd_atomic"), 8) | {"pkey_index": 16}
 
 
 def _other(name: str, value: int) -> int:
@@ -310,7 +308,7 @@ def _other(name: str, value: int) -> int:
         return (value + 3) % (int(S.ERR) + 1)
     if name == "path_mtu":
         return value % 5 + 1
-    return (value + 1) % (1 << _C_BITS.get(name, 32))
+    return (value + 1) % (1 << C_FIELD_BITS.get(name, 32))
 
 
 class Checker(Engine):
@@ -343,7 +341,6 @@ class Checker(Engine):
         super().__init__(judge, identity, delivery)
         self.device = device
         self.variant = variant
-        self.settle_window = settle_window
         self.completion_window = settle_window
         self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait
@@ -402,9 +399,9 @@ class Checker(Engine):
     def settle(self, window: float | None = None) -> None:
         """Poll every open QP and compare; wait only while something is due.
 
-        Quiet windows (`Track.owe_quiet`: a move to ERR, SQD, SQE or RESET, a WR that must
-        never run) stay open while later steps poll; `serve` waits out what is left of
-        them before destroy and at the end of a run. `window` forces a full window of
+        Quiet windows (`Track.owe_quiet`, `Track.owe_events`) stay open while later steps
+        poll; `serve` waits out what is left of them before destroy and at the end of a
+        run, and a QP's next modify waits out its event window. `window` forces a full window of
         that length now. Anything due gets at most must_wait; then it is a divergence.
         """
         if window is None:

@@ -50,6 +50,18 @@ def mask_names(mask: int) -> list[str]:
     return names
 
 
+#: Widths (bits) of the narrow fields of struct ibv_qp_attr / ibv_ah_attr (the rest are 32):
+#: a value handed to pyverbs must fit its C field.
+C_FIELD_BITS: dict[str, int] = dict.fromkeys(
+    (
+        "port_num", "ah_port_num", "alt_port_num", "ah_sgid_index", "timeout", "alt_timeout",
+        "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic", "max_dest_rd_atomic",
+        "en_sqd_async_notify",
+    ),
+    8,
+) | {"pkey_index": 16}
+
+
 @functools.lru_cache(maxsize=4096)
 def mask_fields(mask: int) -> tuple[str, ...]:
     """The attribute fields a mask selects, in ABI bit order (cached: masks repeat)."""
