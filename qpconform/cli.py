@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _add_vm(subparsers: argparse._SubParsersAction) -> None:
@@ -77,7 +78,84 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 4
 
 
-_SUBCOMMANDS = [_add_vm, _add_report, _add_bench]
+def _add_driver_source(subparsers: argparse._SubParsersAction) -> None:
+    from vm import drivers, image
+
+    parser = subparsers.add_parser(
+        "driver-source",
+        help="fetch the guest kernel's own source of a driver, to patch and gate",
+        description="Extract DEST/<driver> from the Debian linux-source package of the exact "
+        "kernel the VM image runs; patch it, then: qpconform vm --driver-src DEST/<driver> "
+        "-- python3 -m pytest suites/ --device rxe0",
+    )
+    parser.add_argument("dest", type=Path, metavar="DEST", help="folder to put <driver>/ in")
+    parser.add_argument("--driver", default="rxe", choices=sorted(drivers.DRIVERS))
+    parser.add_argument("--release", default=image.DEFAULT_RELEASE, choices=image.RELEASES,
+                        help="Debian release of the guest (default %(default)s)")
+    parser.add_argument("--mirror", help="Debian archive URI (default: the host's apt sources)")
+    parser.set_defaults(func=_cmd_driver_source)
+
+
+def _cmd_driver_source(args: argparse.Namespace) -> int:
+    from vm import buildenv, drivers, image, prereqs, runner
+
+    try:
+        opts = runner.VmOptions(release=args.release, mirror=args.mirror, build_only=True)
+        img = runner.ensure_image(opts, image.cache_root())
+        meta = img.meta
+        env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"])
+        folder = buildenv.fetch_source(env, drivers.spec(args.driver), args.dest)
+    except (runner.UserError, prereqs.PrereqError, drivers.DriverError, buildenv.BuildError) as exc:
+        print(f"qpconform driver-source: error: {exc}", file=sys.stderr)
+        return 2
+    print(folder)
+    return 0
+
+
+def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
+    from vm import drivers, image
+
+    parser = subparsers.add_parser(
+        "mutants",
+        help="gate mutant drivers in the VM and report the mutation score",
+        usage="qpconform mutants [options] [-- PYTEST_ARGS...]",
+        description="Build every mutant of mutants/<driver>/ (patches of the guest kernel's "
+        "stock source), gate each in its own VM boot, and write the score and a table to "
+        "--output (.json and .md). PYTEST_ARGS after -- replace the selection (default suites/).",
+    )
+    parser.add_argument("--driver", default="rxe", choices=sorted(drivers.DRIVERS))
+    parser.add_argument("--release", action="append", choices=image.RELEASES,
+                        help="guest release (repeatable; default bookworm)")
+    parser.add_argument("--only", action="append", default=[], metavar="ID",
+                        help="run only this mutant (repeatable)")
+    parser.add_argument("--ci-sample", action="store_true",
+                        help="only the mutants marked ci = true (the small fixed CI sample)")
+    parser.add_argument("--profile", default="ci", help="Hypothesis profile (default ci)")
+    parser.add_argument("--timeout", type=_positive, default=1500.0,
+                        help="seconds per VM run before it counts as hung (default 1500)")
+    parser.add_argument("--all-tests", action="store_true",
+                        help="run the whole selection, not only up to the first failure")
+    parser.add_argument("--output", type=Path, default=Path("reports/out/mutants.json"))
+    parser.set_defaults(func=_cmd_mutants)
+
+
+def _cmd_mutants(args: argparse.Namespace) -> int:
+    from mutants import run
+
+    plan = run.Plan(
+        driver=args.driver,
+        releases=tuple(args.release or ["bookworm"]),
+        only=tuple(args.only),
+        ci_sample=args.ci_sample,
+        pytest_args=tuple(args.command or ["suites/"]),
+        profile=args.profile,
+        timeout=args.timeout,
+        stop_at_first=not args.all_tests,
+    )
+    return run.main(plan, args.output)
+
+
+_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants]
 
 
 def build_parser() -> argparse.ArgumentParser:

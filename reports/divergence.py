@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-OUT_DIR = Path(__file__).resolve().parent / "out"
+#: Where a run writes its records and reports; QPCONFORM_OUT_DIR moves it (the mutation
+#: run gives every mutant its own folder).
+OUT_DIR = Path(os.environ.get("QPCONFORM_OUT_DIR") or Path(__file__).resolve().parent / "out")
 DIVERGENCES_JSON = OUT_DIR / "divergences.json"
 
 

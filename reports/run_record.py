@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from reports.divergence import OUT_DIR
+
 SCHEMA = 1
 KIND = "qpconform-run"
 RESULTS = ("match", "divergence", "known")
-OUT_DIR = Path(__file__).resolve().parent / "out"
 
 StepKey = tuple[str, str, str, str | None, str]  # qp_type, verb, state_before, target, result
 

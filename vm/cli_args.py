@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from vm import image, pydeps, runner
+from vm import drivers, image, pydeps, runner
 
 DESCRIPTION = """\
 Run COMMAND inside a QEMU VM that has real SoftRoCE devices rxe0 and rxe1
@@ -128,6 +128,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="kernel log lines matching REGEX do not fail the run (repeatable)",
     )
+    add(
+        "--driver",
+        default="rxe",
+        choices=sorted(drivers.DRIVERS),
+        help="software RDMA driver whose devices (NAME0, NAME1) the guest creates "
+        "(default rxe; siw is built from the guest kernel's source, Debian does not ship it)",
+    )
+    add(
+        "--driver-src",
+        type=Path,
+        metavar="DIR",
+        help="driver under test: build this source folder (e.g. a patched "
+        "drivers/infiniband/sw/rxe) against the guest kernel's headers and load it "
+        "instead of the stock module; fetch the stock source with `qpconform driver-source`",
+    )
+    add(
+        "--module",
+        type=Path,
+        metavar="FILE.ko",
+        help="driver under test built elsewhere (its vermagic must match the guest kernel)",
+    )
     add("--show-boot", action="store_true", help="print firmware/kernel boot output on failure")
 
 
@@ -154,4 +175,7 @@ def options_from_args(args: argparse.Namespace, command: list[str]) -> runner.Vm
         project=args.project,
         ignore_kernel=args.ignore_kernel,
         show_boot=args.show_boot,
+        driver=args.driver,
+        driver_src=args.driver_src,
+        module=args.module,
     )

@@ -4,7 +4,7 @@
 # Why a custom init: the VM exists only to run one command against a real
 # rdma_rxe device, so a service manager would only add boot time.  The host
 # (vm/runner.py) writes /run/qpconform/ctl/config.sh and command.sh on a 9p
-# share; this script prepares rxe0/rxe1, runs the command with its output on
+# share; this script prepares the devices (devices.sh), runs the command with its output on
 # the serial console, then writes the exit status and the kernel log back to
 # the share and powers off.  PID 1 must never exit (the kernel would panic).
 #
@@ -78,7 +78,7 @@ mkdir -p "$CTL"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 qpc_ctl "$CTL" \
     || fail "cannot mount the control share (9p)"
 [ -r "$CTL/config.sh" ] || fail "no $CTL/config.sh"
-# config.sh sets PROJECT_DIR, WORK_DIR, PYDEPS (0/1), GUEST_COLUMNS
+# config.sh sets PROJECT_DIR, WORK_DIR, PYDEPS (0/1), GUEST_COLUMNS, DRIVER, DRIVER_MODULE, DRIVER_KO
 . "$CTL/config.sh"
 
 mkdir -p "$PROJECT_DIR"
@@ -99,17 +99,11 @@ if [ "$PYDEPS" = 1 ]; then
     fi
 fi
 
-# SoftRoCE: rxe0 and rxe1 on the two ends of a veth pair (no network leaves the VM).
-ip link set lo up
-modprobe rdma_rxe || fail "modprobe rdma_rxe failed"
-modprobe -q veth 2>/dev/null
-ip link add veth0 type veth peer name veth1 || fail "cannot create the veth pair"
-ip addr add 192.0.2.1/24 dev veth0
-ip addr add 192.0.2.2/24 dev veth1
-ip link set veth0 up || fail "cannot bring veth0 up"
-ip link set veth1 up || fail "cannot bring veth1 up"
-rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 failed"
-rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1 failed"
+# The devices (rxe0/rxe1 or siw0/siw1 on a veth pair; no network leaves the VM)
+# come from devices.sh on the control share, so the driver under test can change
+# without a new image.
+[ -r "$CTL/devices.sh" ] || fail "no $CTL/devices.sh"
+. "$CTL/devices.sh"
 
 RDMA_CORE=$(dpkg-query -W -f '${Version}' rdma-core 2>/dev/null || echo unknown)
 PYVER=$(python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)

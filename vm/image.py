@@ -43,7 +43,7 @@ PACKAGES = (
 RECIPE_VERSION = 1
 
 # Leave documentation, manual pages and translations out of the image.
-DPKG_EXCLUDES = (
+DOC_EXCLUDES = (
     "path-exclude=/usr/share/man/*",
     "path-exclude=/usr/share/doc/*",
     "path-include=/usr/share/doc/*/copyright",
@@ -51,6 +51,9 @@ DPKG_EXCLUDES = (
     "path-exclude=/usr/share/locale/*",
     "path-include=/usr/share/locale/locale.alias",
     "path-exclude=/usr/share/lintian/*",
+)
+DPKG_EXCLUDES = (
+    *DOC_EXCLUDES,
     # kernel modules a virtio guest with SoftRoCE never loads (about half of them)
     *(
         f"path-exclude={lib}/modules/*/kernel/{sub}/*"

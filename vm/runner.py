@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vm import image, kernel_log, prereqs, pydeps, qemu
+from vm import driver_setup, image, kernel_log, prereqs, pydeps, qemu
+from vm.buildenv import BuildError
+from vm.drivers import DriverError
 from vm.mirror import MirrorError, host_mirror
 
 EXIT_KERNEL_LOG = 1
@@ -61,6 +63,9 @@ class VmOptions:
     project: Path | None = None
     ignore_kernel: list[str] = field(default_factory=list)
     show_boot: bool = False
+    driver: str = "rxe"
+    driver_src: Path | None = None
+    module: Path | None = None
 
 
 def _note(msg: str) -> None:
@@ -102,6 +107,10 @@ def validate(opts: VmOptions) -> None:
         raise UserError(f"--modules {opts.modules}: no such directory")
     if (opts.initrd or opts.modules) and opts.kernel is None:
         raise UserError("--initrd and --modules go with --kernel")
+    try:
+        driver_setup.validate(opts.driver, opts.driver_src, opts.module, opts.kernel)
+    except DriverError as exc:
+        raise UserError(str(exc)) from None
 
 
 def modules_tree(directory: Path) -> Path:
@@ -151,7 +160,12 @@ def ensure_image(opts: VmOptions, root: Path) -> image.Image:
 
 
 def write_control(
-    ctl: Path, opts: VmOptions, project: Path, workdir: Path, use_pydeps: bool
+    ctl: Path,
+    opts: VmOptions,
+    project: Path,
+    workdir: Path,
+    use_pydeps: bool,
+    driver: dict[str, str] | None = None,
 ) -> None:
     """config.sh for the guest init and command.sh that execs COMMAND."""
     columns = ""
@@ -162,9 +176,13 @@ def write_control(
         "WORK_DIR": str(workdir),
         "PYDEPS": "1" if use_pydeps else "0",
         "GUEST_COLUMNS": columns,
+        **(driver or {"DRIVER": "rxe", "DRIVER_MODULE": "rdma_rxe", "DRIVER_KO": ""}),
     }
     (ctl / "config.sh").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in config.items()))
-    lines = ["# written by qpconform vm"]
+    lines = [
+        "# written by qpconform vm",
+        f"export {driver_setup.ENV_NAME}={driver_setup.CTL_IN_GUEST}/driver.json",
+    ]
     for item in opts.env:
         name, value = item.split("=", 1)
         if name == "PYTHONPATH":  # keep the project and the pip --target dir importable
@@ -270,7 +288,15 @@ def _run(opts: VmOptions) -> int:
     try:
         ctl = tmp / "ctl"
         ctl.mkdir()
-        write_control(ctl, opts, project, workdir, pydeps_dir is not None)
+        try:
+            dut = driver_setup.prepare(
+                opts.driver, opts.driver_src, opts.module, img, root, ctl
+            )
+        except (DriverError, BuildError) as exc:
+            raise UserError(str(exc)) from None
+        write_control(
+            ctl, opts, project, workdir, pydeps_dir is not None, driver_setup.config(dut)
+        )
         shares = [qemu.Share(ctl, "qpc_ctl"), qemu.Share(project, "qpc_proj")]
         if pydeps_dir is not None:
             shares.append(qemu.Share(pydeps_dir, "qpc_pydeps"))  # guest adds bytecode
@@ -319,7 +345,8 @@ def _run(opts: VmOptions) -> int:
         kernel_name = kernel if opts.kernel else meta["kernel_release"]
         _note(
             f"booting {opts.release} image (kernel {kernel_name}) with "
-            f"{' then '.join(a.upper() for a in accels)}; project {project} -> same path in guest"
+            f"{' then '.join(a.upper() for a in accels)}; project {project} -> same path in guest; "
+            f"driver: {driver_setup.describe(dut)}"
         )
         timeouts = {"kvm": opts.kvm_boot_timeout, "tcg": opts.tcg_boot_timeout}
         with open(log_dir / "guest-console.txt", "wb") as console_log:
