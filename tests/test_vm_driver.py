@@ -212,8 +212,12 @@ def test_the_module_the_run_was_given_must_be_the_one_loaded(tmp_path, monkeypat
     given = tmp_path / "driver.json"
     monkeypatch.setenv(identity.DRIVER_UNDER_TEST_ENV, str(given))
     sysfs = sys_module(tmp_path, "OE", b"\xab" * 20)
-    record = {"driver_under_test": "rdma_rxe", "driver_origin": "out-of-tree",
-              "driver_source": "/src/rxe", "driver_build_id": "ab" * 20}
+    record = {
+        "driver_under_test": "rdma_rxe",
+        "driver_origin": "out-of-tree",
+        "driver_source": "/src/rxe",
+        "driver_build_id": "ab" * 20,
+    }
     given.write_text(json.dumps(record))
     assert identity.driver_under_test("rdma_rxe", sysfs)["driver_source"] == "/src/rxe"
     given.write_text(json.dumps({**record, "driver_build_id": "cd" * 20}))
@@ -223,3 +227,20 @@ def test_the_module_the_run_was_given_must_be_the_one_loaded(tmp_path, monkeypat
 
 def test_no_module_in_sysfs_adds_nothing(tmp_path):
     assert identity.driver_under_test("mlx5_ib", tmp_path) == {}
+
+
+def test_build_tree_is_synced_by_content_so_only_changed_files_recompile(tmp_path):
+    source, tree = tmp_path / "src", tmp_path / "tree"
+    source.mkdir()
+    (source / "Makefile").write_text("obj-m += a.o b.o\n")
+    (source / "a.c").write_text("int a;\n")
+    (source / "b.c").write_text("int b;\n")
+    assert buildenv.sync_sources(source, tree) == 3
+    (tree / "a.o").write_bytes(b"object")  # what make left
+    assert buildenv.sync_sources(source, tree) == 0
+    (source / "b.c").write_text("int b = 1;\n")
+    assert buildenv.sync_sources(source, tree) == 1
+    assert (tree / "a.o").is_file()
+    (source / "c.c").write_text("int c;\n")  # another file set: start afresh
+    assert buildenv.sync_sources(source, tree) == 4
+    assert not (tree / "a.o").exists()

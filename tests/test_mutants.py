@@ -1,0 +1,165 @@
+"""The mutation run's bookkeeping (no VM): catalog checks, patching, verdicts, score, table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mutants import run
+
+SHIPPED = run.load_catalog("rxe")
+
+
+def write_catalog(base: Path, body: str, patches: dict[str, str] | None = None) -> None:
+    (base / "rxe").mkdir(parents=True, exist_ok=True)
+    (base / "rxe" / "catalog.toml").write_text(body)
+    for rel, text in (patches or {}).items():
+        (base / "rxe" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / "rxe" / rel).write_text(text)
+
+
+ENTRY = """
+[[mutant]]
+id = "m1"
+category = "query"
+summary = "s"
+observable = "o"
+kernels = ["6.1"]
+"""
+
+
+def test_shipped_catalog_has_20_plus_mutants_over_every_category_and_a_ci_sample():
+    assert len(SHIPPED) >= 20
+    assert {m.category for m in SHIPPED} == set(run.CATEGORIES)
+    assert len([m for m in SHIPPED if m.ci]) >= 3
+    for m in SHIPPED:
+        assert m.kernels and set(m.kernels) <= {"6.1", "6.12"}, m.id
+
+
+def test_every_shipped_patch_is_a_unified_diff_that_changes_something():
+    """Applying them to the stock source is the mutation run's job (it fails on any reject)."""
+    for m in SHIPPED:
+        for series in m.kernels:
+            text = run.patch_file("rxe", series, m.id).read_text()
+            assert "\n--- a/" in "\n" + text and "\n+++ b/" in text, m.id
+            assert any(
+                line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+                for line in text.splitlines()
+            ), f"{m.id} changes nothing"
+
+
+def test_unknown_key_and_category_are_named(tmp_path):
+    write_catalog(
+        tmp_path, ENTRY.replace('category = "query"', 'category = "typo"'), {"6.1/m1.patch": ""}
+    )
+    with pytest.raises(run.MutantError, match="category 'typo' is not one of"):
+        run.load_catalog("rxe", tmp_path)
+    write_catalog(tmp_path, ENTRY + 'colour = "red"\n', {"6.1/m1.patch": ""})
+    with pytest.raises(run.MutantError, match="keys must be"):
+        run.load_catalog("rxe", tmp_path)
+
+
+def test_missing_patch_is_named(tmp_path):
+    write_catalog(tmp_path, ENTRY)
+    with pytest.raises(run.MutantError, match=r"no 6\.1/m1\.patch"):
+        run.load_catalog("rxe", tmp_path)
+
+
+def test_unknown_driver_lists_the_known_ones(tmp_path):
+    write_catalog(tmp_path, ENTRY, {"6.1/m1.patch": ""})
+    with pytest.raises(run.MutantError, match=r"mutants exist for: \['rxe'\]"):
+        run.load_catalog("siw", tmp_path)
+
+
+def test_unknown_only_id_lists_the_known_ones():
+    with pytest.raises(run.MutantError, match="unknown mutant"):
+        run.Plan(only=("nope",)).selected(SHIPPED)
+    assert [m.id for m in run.Plan(only=(SHIPPED[0].id,)).selected(SHIPPED)] == [SHIPPED[0].id]
+    assert all(m.ci for m in run.Plan(ci_sample=True).selected(SHIPPED))
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs the patch tool")
+def test_apply_patch_exactly_or_fail(tmp_path):
+    stock = tmp_path / "stock"
+    stock.mkdir()
+    (stock / "a.c").write_text("one\ntwo\nthree\n")
+    good = tmp_path / "good.patch"
+    good.write_text("a mutant\n--- a/a.c\n+++ b/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n")
+    out = run.apply_patch(stock, good, tmp_path / "m" / "rxe")
+    assert (out / "a.c").read_text() == "one\nTWO\nthree\n"
+    assert (stock / "a.c").read_text() == "one\ntwo\nthree\n"
+    bad = tmp_path / "bad.patch"
+    bad.write_text("--- a/a.c\n+++ b/a.c\n@@ -1,3 +1,3 @@\n one\n-zwei\n+TWO\n three\n")
+    with pytest.raises(run.MutantError, match="does not apply"):
+        run.apply_patch(stock, bad, tmp_path / "m2" / "rxe")
+
+
+def write_run(out: Path, failures: list[str], divergences: list[dict], seconds: float = 42.0):
+    out.mkdir(parents=True, exist_ok=True)
+    cases = "".join(
+        f'<testcase classname="suites.test_x" name="{name}" time="1">'
+        f'<failure message="DivergenceError: boom">trace</failure></testcase>'
+        for name in failures
+    )
+    (out / "junit.xml").write_text(
+        f'<testsuites><testsuite name="pytest" time="{seconds}">{cases}'
+        '<testcase classname="suites.test_x" name="ok" time="1"/></testsuite></testsuites>'
+    )
+    (out / "divergences.json").write_text(json.dumps(divergences))
+
+
+def div(rule: str, test: str, verbs: int, known: str | None = None) -> dict:
+    steps = [{"verb": "modify"}] * verbs + [{"verb": "settle"}]
+    return {"rule_id": rule, "test": test, "steps": steps, "known_quirk": known}
+
+
+def test_a_failing_test_is_a_detection_with_its_rule_time_and_shrunk_length(tmp_path):
+    write_run(
+        tmp_path,
+        ["test_machine"],
+        [
+            div("attr.earlier", "suites/test_attributes.py::test_attribute[RC]", 1),
+        div("ibta.query.state", "suites/test_stateful.py::test_machine", 5),
+            div("ibta.query.state", "suites/test_stateful.py::test_machine", 2),
+            div("other", "suites/test_x.py::t", 1, known="rxe.some_quirk"),
+        ],
+    )
+    o = run.judge("m1", "bookworm", "6.1.0-50-amd64", tmp_path, 1, 99.0, set())
+    assert o.detected and o.how == "test failure"
+    assert o.test == "suites.test_x::test_machine" and o.rule == "ibta.query.state"
+    assert o.seconds_to_fail == 42.0 and o.shrunk_verbs == 2
+    assert o.message.startswith("DivergenceError")
+
+
+def test_a_passing_gate_is_a_survivor_and_known_only_when_it_matched_a_new_quirk(tmp_path):
+    write_run(tmp_path, [], [div("r", "t", 1, known="rxe.base")])
+    o = run.judge("m1", "bookworm", "k", tmp_path, 0, 10.0, {"rxe.base"})
+    assert o.verdict == "survived" and not o.detected
+    write_run(tmp_path, [], [div("r", "t", 1, known="rxe.base"), div("r", "t", 1, known="rxe.new")])
+    o = run.judge("m1", "bookworm", "k", tmp_path, 0, 10.0, {"rxe.base"})
+    assert o.verdict == "known-only" and o.new_known == ["rxe.new"] and not o.detected
+
+
+def test_timeout_and_kernel_log_count_as_detected_and_runner_failure_as_error(tmp_path):
+    write_run(tmp_path, [], [])
+    assert run.judge("m", "b", "k", tmp_path, run.EXIT_TIMEOUT, 1, set()).detected
+    log = run.judge("m", "b", "k", tmp_path, 1, 1, set())
+    assert log.detected and "kernel log" in log.how
+    assert run.judge("m", "b", "k", tmp_path, run.EXIT_INFRA, 1, set()).verdict == "error"
+
+
+def test_score_counts_neither_baseline_nor_errors_and_table_shows_each_mutant(tmp_path):
+    outcomes = [
+        run.Outcome("baseline", "bookworm", "k", "passed"),
+        run.Outcome("m1", "bookworm", "k", "detected", test="a::b", rule="r1", seconds_to_fail=3),
+        run.Outcome("m2", "bookworm", "k", "survived"),
+        run.Outcome("m3", "bookworm", "k", "error"),
+    ]
+    assert run.score(outcomes) == {"bookworm": {"detected": 1, "counted": 2, "score": 0.5}}
+    table = run.markdown(outcomes, [run.Mutant("m1", "query", "s", "o", ("6.1",))])
+    assert "| m1 | query | k | detected | `b`, `r1` | 3 |" in table
+    assert "| m2 | - | k | survived |" in table
+    assert "bookworm: 1/2 detected (50%)" in table
