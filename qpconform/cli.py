@@ -135,6 +135,10 @@ def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
                         help="seconds per VM run before it counts as hung (default 1500)")
     parser.add_argument("--all-tests", action="store_true",
                         help="run the whole selection, not only up to the first failure")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip gating the unmodified rebuild (when the stock driver is "
+                        "gated anyway, as in CI); every quirk a mutant matches then counts as "
+                        "its own, so a survivor may read known-only")
     parser.add_argument("--output", type=Path, default=Path("reports/out/mutants.json"))
     parser.set_defaults(func=_cmd_mutants)
 
@@ -151,6 +155,7 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
         profile=args.profile,
         timeout=args.timeout,
         stop_at_first=not args.all_tests,
+        baseline=not args.no_baseline,
     )
     return run.main(plan, args.output)
 

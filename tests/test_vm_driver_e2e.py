@@ -42,7 +42,8 @@ def test_patched_rxe_is_built_loaded_gated_and_named_in_the_report(tmp_path):
     source.write_text(
         text.replace('MODULE_DESCRIPTION("', 'MODULE_DESCRIPTION("qpconform-self-test ', 1)
     )
-    out = tmp_path / "out"
+    out = REPO / "reports" / "out" / "selftest-driver-src"  # the guest sees only the project
+    shutil.rmtree(out, ignore_errors=True)
     cmd = [
         sys.executable,
         "-m",

@@ -269,18 +269,22 @@ def check_vermagic(ko: Path, kernel_release: str) -> str:
     return vermagic
 
 
-def fetch_source(env: BuildEnv, driver: DriverSpec, dest: Path) -> Path:
-    """Extract the stock source of ``driver`` for the guest kernel into ``dest``/<name>.
+def fetch_source(env: BuildEnv, driver: DriverSpec, dest: Path, *others: DriverSpec) -> Path:
+    """Extract the stock source of ``driver`` for the guest kernel into ``dest``/<name>
+    (and of ``others`` from the same download); returns the first.
 
     Downloads ``linux-source-X.Y`` at the version of the layer's headers and
-    keeps only the driver's folder.
+    keeps only the drivers' folders.
     """
     kernel_release = env.meta["kernel_release"]
     version = env.meta["headers_version"]
     package = source_package(kernel_release)
-    target = dest / driver.name
-    if target.exists():
-        raise DriverError(f"{target} already exists; remove it or choose another DEST")
+    wanted = [driver, *others]
+    for spec in wanted:
+        if (dest / spec.name).exists():
+            raise DriverError(
+                f"{dest / spec.name} already exists; remove it or choose another DEST"
+            )
     work = Path(tempfile.mkdtemp(prefix="source-", dir=env.rootfs / "tmp"))
     try:
         inside = "/" + work.relative_to(env.rootfs).as_posix()
@@ -294,16 +298,17 @@ def fetch_source(env: BuildEnv, driver: DriverSpec, dest: Path) -> Path:
         unpacked = work / "x"
         subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(unpacked)], check=True)
         tarball = next(unpacked.glob("usr/src/linux-source-*.tar.*"))
+        patterns = [f"*/{spec.folder}/*" for spec in wanted]
         subprocess.run(
-            ["tar", "-xf", str(tarball), "-C", str(work), "--wildcards", f"*/{driver.folder}/*"],
-            check=True,
+            ["tar", "-xf", str(tarball), "-C", str(work), "--wildcards", *patterns], check=True
         )
-        found = next(work.glob(f"linux-source-*/{driver.folder}"))
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(found, target)
-        (target / ".qpconform-source").write_text(
-            f"{package}={version} {driver.folder} (guest kernel {kernel_release})\n"
-        )
-        return target
+        for spec in wanted:
+            target = dest / spec.name
+            shutil.copytree(next(work.glob(f"linux-source-*/{spec.folder}")), target)
+            (target / ".qpconform-source").write_text(
+                f"{package}={version} {spec.folder} (guest kernel {kernel_release})\n"
+            )
+        return dest / driver.name
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vm import buildenv, image
 from vm.drivers import (
+    DRIVERS,
     DriverError,
     DriverSpec,
     DriverUnderTest,
@@ -81,8 +82,9 @@ def stock_source(driver: DriverSpec, img: image.Image, root: Path) -> Path:
     env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"], root)
     sources = _module_cache(root, meta) / "source"
     folder = sources / driver.name
-    if not folder.is_dir():
-        buildenv.fetch_source(env, driver, sources)
+    if not folder.is_dir():  # one download gives every known driver's folder
+        missing = [d for d in DRIVERS.values() if d != driver and not (sources / d.name).exists()]
+        buildenv.fetch_source(env, driver, sources, *missing)
     return folder
 
 
