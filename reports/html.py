@@ -75,9 +75,13 @@ def run_files(inputs: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 def write_reports(
-    inputs: Iterable[str | os.PathLike[str]], out_dir: str | os.PathLike[str]
+    inputs: Iterable[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path, Path]:
-    """Merge the run records, build the report, write report.html and report.json."""
+    """Merge the run records, build the report, write report.html and report.json.
+
+    `extra_settings` are what only the controller knows at the end (the leak check)."""
     inputs = list(inputs)
     files = run_files(inputs)
     if not files:
@@ -85,7 +89,9 @@ def write_reports(
         raise FileNotFoundError(f"no run records (run-*.json) found in {where}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = build_report(merge_runs(files), base=files[0].parent)
+    merged = merge_runs(files)
+    merged.setdefault("settings", {}).update(extra_settings or {})
+    report = build_report(merged, base=files[0].parent)
     _add_reproducer_links(report, out)
     json_path, html_path = out / JSON_NAME, out / HTML_NAME
     json_path.write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
@@ -101,4 +107,6 @@ def verdict_line(report: Mapping[str, Any]) -> str:
         f"qpconform verdict for {device}: {v['text'].upper()} "
         f"({v['divergences']} divergence(s), {v['known']} known, {v['stale_quirks']} stale "
         f"quirk(s); {v['steps']} steps; {cov['exercised']}/{cov['total']} model rules exercised)"
+        + (f"; stopped early: {v['aborted']}" if v.get("aborted") else "")
+        + (f"; LEAKED verbs objects: {v['leaked']}" if v.get("leaked") else "")
     )

@@ -33,7 +33,9 @@ CONFORMANT = "conformant"
 KNOWN = "conformant-with-known-divergences"
 NOT_CONFORMANT = "not-conformant"
 INCONCLUSIVE = "inconclusive"
+INCOMPLETE = "incomplete"
 VERDICT_TEXT = {
+    INCOMPLETE: "Incomplete: the run stopped early",
     CONFORMANT: "Conformant",
     KNOWN: "Conformant with known divergences",
     NOT_CONFORMANT: "Not conformant",
@@ -430,8 +432,11 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
     known_steps = sum(s["count"] for s in run.get("steps", []) if s["result"] == "known")
     known = max(known_steps, sum(1 for d in divs if d.get("known_quirk")))
     steps = sum(s["count"] for s in run.get("steps", []))
+    aborted = run.get("settings", {}).get("aborted")
     if unknown or any(s["result"] == "divergence" for s in run.get("steps", [])):
         code = NOT_CONFORMANT
+    elif aborted:
+        code = INCOMPLETE
     elif known:
         code = KNOWN
     elif steps == 0:
@@ -445,6 +450,8 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
         "divergences": unknown,
         "known": known,
         "stale_quirks": len(run.get("stale_quirks", [])),
+        "aborted": aborted or "",
+        "leaked": run.get("settings", {}).get("leaked", ""),
     }
 
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_PACKAGES = ("allure-pytest", "pytest-xdist", "hypothesis")
+DEFAULT_PACKAGES = ("allure-pytest", "pytest-xdist", "pytest-timeout", "hypothesis")
 
 # Bump when the pip invocation changes.
 RECIPE_VERSION = 2

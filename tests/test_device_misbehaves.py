@@ -1,0 +1,68 @@
+"""A device that floods or returns garbage: every read is bounded and every error clear."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace as NS
+
+import pytest
+
+from fixtures import pyverbs_device as pd
+from models.enums import QPState, WCStatus
+
+
+class FloodingCQ:
+    """A CQ that always has a full batch more (a driver that never stops completing)."""
+
+    def __init__(self, status: int = int(WCStatus.SUCCESS)):
+        self.calls = 0
+        self.status = status
+
+    def poll(self, num_entries):
+        self.calls += 1
+        wcs = [NS(wr_id=7, status=self.status, qp_num=1)] * num_entries
+        return num_entries, wcs
+
+
+def flooded_qp(status: int = int(WCStatus.SUCCESS)) -> pd.PyverbsQP:
+    qp = object.__new__(pd.PyverbsQP)
+    qp.closed, qp.label = False, "RC#1"
+    qp.send_cq, qp.recv_cq = FloodingCQ(status), FloodingCQ(status)
+    return qp
+
+
+def test_a_flooding_cq_returns_a_bounded_batch():
+    qp = flooded_qp()
+    done = qp.poll()
+    assert len(done) == 2 * pd.MAX_READ
+    assert qp.send_cq.calls == pd.MAX_READ // pd.QP_DEPTH
+
+
+def test_a_flood_of_events_is_read_a_bounded_number_at_a_time():
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"x")  # always readable: the fd of a device that never stops
+    acked = []
+    event = NS(event_type=3, ack=lambda: acked.append(1))
+    ctx = NS(get_async_event=lambda: event)
+    try:
+        types = pd._drain_events(ctx, read_end, timeout=0.01)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert len(types) == pd.MAX_READ and len(acked) == pd.MAX_READ
+
+
+def test_a_garbage_completion_status_is_a_clear_error():
+    with pytest.raises(pd.GarbageFromDevice, match=r"ibv_poll_cq on RC#1 returned WCStatus 999"):
+        flooded_qp(status=999).poll()
+
+
+def test_a_garbage_qp_state_is_a_clear_error():
+    qp = object.__new__(pd.PyverbsQP)
+    qp.closed, qp.label = False, "UD#4"
+    qp.qp = NS(query=lambda mask: (NS(qp_state=9), None))
+    with pytest.raises(pd.GarbageFromDevice) as exc:
+        qp.query()
+    text = str(exc.value)
+    assert "ibv_query_qp on UD#4: qp_state returned QPState 9" in text
+    assert f"{int(QPState.ERR)} ERR" in text and "garbage" in text

@@ -1,0 +1,73 @@
+"""End to end: `rdma link del rxe0` in the middle of a run (slow; QPCONFORM_VM_TESTS=1).
+
+The run must end within 60 s of the removal, fail (never pass or skip), say
+which device was lost, and still write its partial report, marked incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.vm,
+    pytest.mark.skipif(
+        os.environ.get("QPCONFORM_VM_TESTS") != "1",
+        reason="boots a QEMU VM (minutes on TCG): set QPCONFORM_VM_TESTS=1 to run",
+    ),
+]
+
+GUEST = """
+( sleep {delay}; rdma link del rxe0; echo "REMOVED-AT $(date +%s)" ) &
+python3 -m pytest {tests} --device rxe0 --hypothesis-profile ci -p no:cacheprovider -q -rs
+echo "PYTEST-RC $? ENDED-AT $(date +%s)"
+"""
+
+
+def test_device_removed_mid_run_ends_it_quickly_with_a_clear_error():
+    out = REPO / "reports" / "out" / "selftest-device-lost"  # the guest sees only the project
+    shutil.rmtree(out, ignore_errors=True)
+    script = GUEST.format(
+        delay=75,
+        tests="suites/test_stateful.py suites/test_traffic_stateful.py "
+        "suites/test_error_handling.py",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "qpconform",
+        "vm",
+        "--env",
+        f"QPCONFORM_OUT_DIR={out}",
+        "--log-dir",
+        str(out),
+        "--timeout",
+        "900",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    text = result.stdout
+    print(text[-4000:])
+    print(result.stderr[-2000:], file=sys.stderr)
+    removed = re.search(r"REMOVED-AT (\d+)", text)
+    ended = re.search(r"PYTEST-RC (\d+) ENDED-AT (\d+)", text)
+    assert removed and ended, "the guest did not report both times"
+    rc, end = int(ended.group(1)), int(ended.group(2))
+    assert rc not in (0, 5), "a run that lost its device must fail"
+    assert end - int(removed.group(1)) <= 60, "the run did not end within 60 s of the removal"
+    assert "rxe0" in text and ("is gone" in text or "DeviceLost" in text)
+    assert "unsupported by rxe0" not in text.split("REMOVED-AT")[-1].split("short test summary")[-1]
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"]["code"] in ("incomplete", "not-conformant")

@@ -1,0 +1,82 @@
+"""End to end: the leak check on rxe0 in the VM (slow; QPCONFORM_VM_TESTS=1).
+
+A clean run (serial and -n 2) ends with the kernel's counts where they began;
+a test that keeps a context and a PD makes the run fail, naming what grew.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.vm,
+    pytest.mark.skipif(
+        os.environ.get("QPCONFORM_VM_TESTS") != "1",
+        reason="boots a QEMU VM (minutes on TCG): set QPCONFORM_VM_TESTS=1 to run",
+    ),
+]
+
+LEAKY_TEST = """
+import pyverbs.device
+import pyverbs.pd
+
+KEPT = []
+
+
+def test_keeps_a_context_and_a_pd(device):
+    ctx = pyverbs.device.Context(name="rxe0")
+    KEPT.append((ctx, pyverbs.pd.PD(ctx)))
+"""
+
+GUEST = """
+run() {{ QPCONFORM_OUT_DIR={out}/$1 python3 -m pytest $2 --device rxe0 --qp-type RC \
+    --hypothesis-profile ci -p no:cacheprovider -q $3; echo "RC-$1 $?"; }}
+run serial suites/test_post_rules.py ""
+run xdist suites/test_post_rules.py "-n 2"
+run leaky {leaky} ""
+"""
+
+
+def test_leak_check_passes_clean_runs_and_fails_a_leaking_one():
+    out = REPO / "reports" / "out" / "selftest-leaks"  # the guest sees only the project
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    leaky = out / "leaky" / "test_leaky.py"
+    leaky.parent.mkdir()
+    leaky.write_text(LEAKY_TEST)
+    script = GUEST.format(out=out, leaky=leaky)
+    cmd = [
+        sys.executable,
+        "-m",
+        "qpconform",
+        "vm",
+        "--log-dir",
+        str(out),
+        "--timeout",
+        "900",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    text = result.stdout
+    print(text[-5000:])
+    status = dict(re.findall(r"RC-(\w+) (\d+)", text))
+    for clean in ("serial", "xdist"):
+        assert status.get(clean) == "0", f"{clean} run failed"
+        settings = json.loads((out / clean / "report.json").read_text())["settings"]
+        assert settings["leak_check"] == "no growth", clean
+    assert status.get("leaky") not in (None, "0")
+    leak_line = next(line for line in text.splitlines() if "leaked verbs objects on rxe0" in line)
+    assert "pd " in leak_line and "ctx " in leak_line
