@@ -244,3 +244,11 @@ def test_build_tree_is_synced_by_content_so_only_changed_files_recompile(tmp_pat
     (source / "c.c").write_text("int c;\n")  # another file set: start afresh
     assert buildenv.sync_sources(source, tree) == 4
     assert not (tree / "a.o").exists()
+
+
+def test_driver_source_and_mutants_refuse_an_unknown_driver(capsys):
+    for argv in (["driver-source", "--driver", "mlx5", "/tmp/x"], ["mutants", "--driver", "efa"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2
+        assert "invalid choice" in capsys.readouterr().err
