@@ -7,24 +7,11 @@ which device was lost, and still write its partial report, marked incomplete.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
+from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 
-REPO = Path(__file__).resolve().parent.parent
-
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.skipif(
-        os.environ.get("QPCONFORM_VM_TESTS") != "1",
-        reason="boots a QEMU VM (minutes on TCG): set QPCONFORM_VM_TESTS=1 to run",
-    ),
-]
+pytestmark = VM_ONLY
 
 GUEST = """
 ( sleep {delay}; rdma link del rxe0; echo "REMOVED-AT $(date +%s)" ) &
@@ -34,33 +21,13 @@ echo "PYTEST-RC $? ENDED-AT $(date +%s)"
 
 
 def test_device_removed_mid_run_ends_it_quickly_with_a_clear_error():
-    out = REPO / "reports" / "out" / "selftest-device-lost"  # the guest sees only the project
-    shutil.rmtree(out, ignore_errors=True)
+    out = out_dir("selftest-device-lost")
     script = GUEST.format(
         delay=75,
         tests="suites/test_stateful.py suites/test_traffic_stateful.py "
         "suites/test_error_handling.py",
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "qpconform",
-        "vm",
-        "--env",
-        f"QPCONFORM_OUT_DIR={out}",
-        "--log-dir",
-        str(out),
-        "--timeout",
-        "900",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
-    text = result.stdout
-    print(text[-4000:])
-    print(result.stderr[-2000:], file=sys.stderr)
+    text = run_in_vm(out, script).stdout
     removed = re.search(r"REMOVED-AT (\d+)", text)
     ended = re.search(r"PYTEST-RC (\d+) ENDED-AT (\d+)", text)
     assert removed and ended, "the guest did not report both times"

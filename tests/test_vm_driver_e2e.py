@@ -9,25 +9,12 @@ patched driver and that the kernel ran exactly that build.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
+from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 from vm import driver_setup, drivers, image, runner
 
-REPO = Path(__file__).resolve().parent.parent
-
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.skipif(
-        os.environ.get("QPCONFORM_VM_TESTS") != "1",
-        reason="boots a QEMU VM and builds rdma_rxe (minutes): set QPCONFORM_VM_TESTS=1",
-    ),
-]
+pytestmark = VM_ONLY
 
 
 def test_patched_rxe_is_built_loaded_gated_and_named_in_the_report(tmp_path):
@@ -42,32 +29,14 @@ def test_patched_rxe_is_built_loaded_gated_and_named_in_the_report(tmp_path):
     source.write_text(
         text.replace('MODULE_DESCRIPTION("', 'MODULE_DESCRIPTION("qpconform-self-test ', 1)
     )
-    out = REPO / "reports" / "out" / "selftest-driver-src"  # the guest sees only the project
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "qpconform",
-        "vm",
-        "--driver-src",
-        str(patched),
-        "--env",
-        f"QPCONFORM_OUT_DIR={out}",
-        "--log-dir",
-        str(out),
-        "--timeout",
-        "900",
-        "--",
-        "sh",
-        "-c",
-        "grep -q qpconform-self-test /sys/module/rdma_rxe/description 2>/dev/null "
-        "|| modinfo -F description rdma_rxe; "
+    out = out_dir("selftest-driver-src")
+    result = run_in_vm(
+        out,
         "python3 -m pytest suites/test_post_rules.py --device rxe0 --qp-type RC -q "
         "-p no:cacheprovider",
-    ]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
-    print(result.stdout[-3000:])
-    print(result.stderr[-3000:], file=sys.stderr)
+        "--driver-src",
+        str(patched),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "out of tree from" in result.stderr
     identity = json.loads((out / "report.json").read_text())["identity"]

@@ -7,24 +7,11 @@ a test that keeps a context and a PD makes the run fail, naming what grew.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
+from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 
-REPO = Path(__file__).resolve().parent.parent
-
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.skipif(
-        os.environ.get("QPCONFORM_VM_TESTS") != "1",
-        reason="boots a QEMU VM (minutes on TCG): set QPCONFORM_VM_TESTS=1 to run",
-    ),
-]
+pytestmark = VM_ONLY
 
 LEAKY_TEST = """
 import pyverbs.device
@@ -48,30 +35,11 @@ run leaky {leaky} ""
 
 
 def test_leak_check_passes_clean_runs_and_fails_a_leaking_one():
-    out = REPO / "reports" / "out" / "selftest-leaks"  # the guest sees only the project
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = out_dir("selftest-leaks")
     leaky = out / "leaky" / "test_leaky.py"
     leaky.parent.mkdir()
     leaky.write_text(LEAKY_TEST)
-    script = GUEST.format(out=out, leaky=leaky)
-    cmd = [
-        sys.executable,
-        "-m",
-        "qpconform",
-        "vm",
-        "--log-dir",
-        str(out),
-        "--timeout",
-        "900",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
-    text = result.stdout
-    print(text[-5000:])
+    text = run_in_vm(out, GUEST.format(out=out, leaky=leaky)).stdout
     status = dict(re.findall(r"RC-(\w+) (\d+)", text))
     for clean in ("serial", "xdist"):
         assert status.get(clean) == "0", f"{clean} run failed"
