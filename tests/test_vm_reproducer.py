@@ -12,17 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.vm_helpers import REPO, VM_ONLY
 
-REPO = Path(__file__).resolve().parent.parent
-
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.skipif(
-        os.environ.get("QPCONFORM_VM_TESTS") != "1",
-        reason="boots a QEMU VM (minutes on TCG): set QPCONFORM_VM_TESTS=1 to run",
-    ),
-]
+pytestmark = VM_ONLY
 
 GUEST_SCRIPT = """
 python3 -m pytest suites/test_attributes.py --device rxe0 --qp-type UD --quirks none \\
