@@ -132,10 +132,10 @@ FAKE = {
 }
 
 
-def _project(pytester: pytest.Pytester) -> None:
+def _project(pytester: pytest.Pytester, suite: str = SUITE_TEST) -> None:
     pytester.makeconftest('pytest_plugins = ["fixtures.plugin"]\n')
     (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "test_suite.py").write_text(SUITE_TEST)
+    (pytester.path / "suites" / "test_suite.py").write_text(suite)
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_host.py").write_text(HOST_TEST)
 
@@ -150,9 +150,10 @@ def _pyverbs(pytester: pytest.Pytester, fake: bool) -> Path:
 
 
 def _run(
-    pytester: pytest.Pytester, *args: str, fake: bool = False, port_state: int = 4
+    pytester: pytest.Pytester, *args: str, fake: bool = False, port_state: int = 4,
+    suite: str = SUITE_TEST,
 ) -> pytest.RunResult:
-    _project(pytester)
+    _project(pytester, suite)
     libs = _pyverbs(pytester, fake)
     pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(libs), str(ROOT)]))
     pytester._monkeypatch.setenv("FAKE_PORT_STATE", str(port_state))
@@ -282,3 +283,49 @@ def test_requested_unsupported_type_only_skips(pytester: pytest.Pytester) -> Non
     result = _run(pytester, "suites", "--device", "rxe0", "--qp-type", "UC", "-rs", fake=True)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no selected QP type is supported: UC unsupported by rxe0*"])
+
+
+SEED_TEST = """
+import os
+from pathlib import Path
+
+
+def test_seed(batch_seeds):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(os.environ["SEED_OUT"], worker).write_text(str(next(batch_seeds)))
+"""
+
+
+def _batch_seeds(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, set[str]]:
+    """Run SEED_TEST; the first batch seed each process used."""
+    out = pytester.path / "seed-out"
+    out.mkdir()
+    pytester._monkeypatch.setenv("SEED_OUT", str(out))
+    result = _run(pytester, "suites", "--device", "rxe0", *args, fake=True, suite=SEED_TEST)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    return result, {p.read_text() for p in out.iterdir()}
+
+
+def test_the_run_seed_is_shown_and_replayed(pytester: pytest.Pytester) -> None:
+    from fixtures import seeds
+
+    result, used = _batch_seeds(pytester, "--hypothesis-seed=31")
+    result.stdout.fnmatch_lines(["qpconform: seed 31 (replay: --hypothesis-seed=31)"])
+    assert used == {str(seeds.derive(31, "suites/test_suite.py::test_seed", 0))}
+
+
+def test_the_ci_profile_is_derandomized_without_a_seed(pytester: pytest.Pytester) -> None:
+    result, used = _batch_seeds(pytester, "--hypothesis-profile=ci")
+    result.stdout.fnmatch_lines(["qpconform: seed derandomized (profile ci*"])
+    assert used == {"None"}
+
+
+def test_xdist_workers_take_the_controllers_random_seed(pytester: pytest.Pytester) -> None:
+    import re
+
+    from fixtures import seeds
+
+    result, used = _batch_seeds(pytester, "-n", "2")
+    shown = re.search(r"qpconform: seed (\d+) \(replay", result.stdout.str())
+    assert shown, result.stdout.str()
+    assert used == {str(seeds.derive(int(shown.group(1)), "suites/test_suite.py::test_seed", 0))}
