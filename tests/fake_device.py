@@ -29,6 +29,8 @@ from qpconform.engine.device import (
 
 S = QPState
 
+#: How many unpolled completions cq_overrun's CQ holds.
+CQ_ROOM = 2
 #: Planted faults, each a bug a real driver could have.
 FAULTS: dict[str, str] = {
     "accept_illegal_transition": "an invalid transition to RTS (e.g. INIT->RTS) is accepted",
@@ -57,6 +59,8 @@ FAULTS: dict[str, str] = {
     "store_in_wrong_field": "min_rnr_timer is stored into timeout (query reports it there)",
     "read_unmasked_field": "timeout is taken from the attr struct even when TIMEOUT is not in "
     "the mask",
+    "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
+    "rest are lost and CQ_ERR is raised",
 }
 #: What the fake stores and query_qp reports, per mask bit (a driver's attribute struct).
 STORED_FIELDS: dict[Attr, tuple[str, ...]] = {
@@ -229,6 +233,9 @@ class FakeQP:
             batch.insert(1, batch[0])
         if batch and self._has("late_duplicate_completion"):
             self.staged.append((time.monotonic() + LATE, batch[0]))
+        if self._has("cq_overrun") and len(self.cq) + len(batch) > CQ_ROOM:
+            batch = batch[: max(0, CQ_ROOM - len(self.cq))]
+            self._queue_events([EventType.CQ_ERR])
         self.cq.extend(batch)
 
     def _raise_events(
