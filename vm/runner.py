@@ -244,7 +244,10 @@ def run(opts: VmOptions) -> int:
     try:
         return _run(opts)
     except KeyboardInterrupt:
-        _note("interrupted; QEMU killed and temporary files removed")
+        _note(
+            "interrupted: what was running (QEMU, an image build) is stopped, its temporary "
+            "files removed"
+        )
         return EXIT_INTERRUPTED
     finally:
         for sig, handler in previous.items():
