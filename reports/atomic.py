@@ -110,11 +110,14 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | No
     return write_atomic_many({path: data}, mode)[0]
 
 
-def check_writable(directory: str | os.PathLike[str]) -> None:
+def check_writable(
+    directory: str | os.PathLike[str], elsewhere: str = "set QPCONFORM_OUT_DIR to one"
+) -> None:
     """Create directory if needed and write (then remove) a probe file in it, so a run
     learns before its first test that its reports could not be kept.
 
-    Raises ReportWriteError naming the folder, the cause and the fix.
+    Raises ReportWriteError naming the folder, the cause and the fix (`elsewhere`: how
+    to choose another folder).
     """
     folder = Path(directory)
     try:
@@ -127,7 +130,7 @@ def check_writable(directory: str | os.PathLike[str]) -> None:
             cause = _cause(exc)
         error = ReportWriteError(
             f"the report folder {folder} cannot take the run's records: {cause}; make it a "
-            f"writable folder or set QPCONFORM_OUT_DIR to one"
+            f"writable folder or {elsewhere}"
         )
         error.errno = exc.errno
         raise error from None
