@@ -44,11 +44,19 @@ def test_a_new_unknown_divergence_or_verdict_is_named(tmp_path: Path) -> None:
     assert main(["--same", str(a), str(b)]) == 1
 
 
-def test_a_known_divergence_gone_is_named(tmp_path: Path) -> None:
+def test_a_quirk_no_longer_matched_is_named(tmp_path: Path) -> None:
     a = _run(tmp_path / "a", "known", [KNOWN])
     b = _run(tmp_path / "b", "known", [])
     same, text = compare_runs([a, b])
-    assert not same and "known only in the first run: UD | query | attr.readback | RTS" in text
+    assert not same and "quirks only in the first run: rxe.qkey / attr.readback" in text
+
+
+def test_a_quirk_matched_at_another_step_is_shown_but_the_same(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a", "known", [KNOWN])
+    b = _run(tmp_path / "b", "known", [KNOWN, {**KNOWN, "id": "x", "verb": "modify"}])
+    same, text = compare_runs([a, b])
+    assert same, text
+    assert "known only here (where a quirk matched: informational): UD | modify" in text
 
 
 def test_a_folder_without_a_report_is_a_clear_error(tmp_path: Path,
