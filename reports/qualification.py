@@ -35,7 +35,7 @@ NOT_CONFORMANT = "not-conformant"
 INCONCLUSIVE = "inconclusive"
 INCOMPLETE = "incomplete"
 VERDICT_TEXT = {
-    INCOMPLETE: "Incomplete: the run stopped early",
+    INCOMPLETE: "Incomplete: the run stopped early or a test did not finish",
     CONFORMANT: "Conformant",
     KNOWN: "Conformant with known divergences",
     NOT_CONFORMANT: "Not conformant",
@@ -432,7 +432,7 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
     known_steps = sum(s["count"] for s in run.get("steps", []) if s["result"] == "known")
     known = max(known_steps, sum(1 for d in divs if d.get("known_quirk")))
     steps = sum(s["count"] for s in run.get("steps", []))
-    aborted = run.get("settings", {}).get("aborted")
+    aborted = run.get("settings", {}).get("aborted") or run.get("settings", {}).get("unfinished")
     if unknown or any(s["result"] == "divergence" for s in run.get("steps", [])):
         code = NOT_CONFORMANT
     elif aborted:

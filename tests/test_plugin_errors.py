@@ -5,6 +5,7 @@ device test, with pyverbs either blocked (as on a host without rdma-core) or
 replaced by a small fake package written here (never a device in suites/).
 """
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -392,6 +393,7 @@ def test_requested_unsupported_type_only_skips(pytester: pytest.Pytester) -> Non
 
 
 SEED_TEST = """
+import json
 import os
 from pathlib import Path
 
@@ -435,3 +437,31 @@ def test_xdist_workers_take_the_controllers_random_seed(pytester: pytest.Pyteste
     shown = re.search(r"qpconform: seed (\d+) \(replay", result.stdout.str())
     assert shown, result.stdout.str()
     assert used == {str(seeds.derive(int(shown.group(1)), "suites/test_suite.py::test_seed", 0))}
+
+
+UNFINISHED_SUITE = """
+import time
+
+def test_checks(run_recorder):
+    run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
+
+def test_hangs(run_recorder):
+    time.sleep({sleep})
+"""
+
+
+@pytest.mark.parametrize("how", ["timeout", "error"])
+def test_a_test_that_did_not_finish_makes_the_verdict_incomplete(
+    pytester: pytest.Pytester, how: str
+) -> None:
+    """A timed-out or crashed suite test checked nothing: never "conformant"."""
+    suite = UNFINISHED_SUITE.format(sleep=30 if how == "timeout" else "'not a number'")
+    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    result = _run(pytester, "suites", "--device", "rxe0", "--timeout=2", fake=True, suite=suite,
+                  conftest=present)  # the fake rxe0 is not in sysfs: not a lost device here
+    result.assert_outcomes(passed=1, failed=1)
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert report["verdict"]["code"] == "incomplete", report["verdict"]
+    assert "suites/test_suite.py::test_hangs (call)" in report["verdict"]["aborted"]
+    assert ("Timeout" if how == "timeout" else "TypeError") in report["verdict"]["aborted"]
+    result.stdout.fnmatch_lines(["*INCOMPLETE*test_hangs*"])

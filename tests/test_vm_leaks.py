@@ -28,13 +28,17 @@ def test_keeps_a_context_and_a_pd(device):
 """
 
 GUEST = """
-run() {{ QPCONFORM_OUT_DIR={out}/$1 $4 python3 -m pytest $2 --device rxe0 --qp-type RC \
+run() {{ QPCONFORM_OUT_DIR={out}/$1 python3 -m pytest $2 --device rxe0 --qp-type RC \
     --hypothesis-profile ci -p no:cacheprovider -q $3; echo "RC-$1 $?"; }}
+# Ctrl-C once the stateful machine holds QPs (not while pytest still starts up)
+interrupt() {{ run interrupted suites/test_stateful.py "" & pid=$!
+    for i in $(seq 1 240); do rdma resource show qp | grep -q python3 && break; sleep 0.5; done
+    sleep 2; pkill -INT -f "pytest suites/test_stateful.py" && echo "INTERRUPT-SENT"; wait $pid; }}
 run serial suites/test_post_rules.py ""
 run xdist suites/test_post_rules.py "-n 2"
 run diverged suites/test_stateful.py "--quirks none"
 run timeout suites/test_stateful.py "--timeout 8"
-run interrupted suites/test_stateful.py "" "timeout -s INT 12"
+interrupt
 run leaky {leaky} ""
 """
 #: Runs that end badly and must still leave the kernel's counts where they began.
@@ -59,6 +63,10 @@ def test_leak_check_passes_clean_runs_and_fails_a_leaking_one():
     diverged = json.loads((out / "diverged" / "report.json").read_text())
     assert diverged["divergences"], "without quirks, rxe's known divergences must be unknown"
     assert "Timeout" in text  # pytest-timeout's banner: the timeout run really timed out
+    assert "INTERRUPT-SENT" in text
+    for unfinished in ("timeout", "interrupted"):
+        verdict = json.loads((out / unfinished / "report.json").read_text())["verdict"]
+        assert verdict["code"] == "incomplete", (unfinished, verdict)
     assert status.get("leaky") not in (None, "0")
     leak_line = next(line for line in text.splitlines() if "leaked verbs objects on rxe0" in line)
     assert "pd " in leak_line and "ctx " in leak_line
