@@ -492,7 +492,7 @@ def setting_rows(settings: Mapping[str, Any], started: str | None) -> list[dict[
         {"key": k, "label": label, "value": values.get(k), "missing": values.get(k) in (None, "")}
         for k, label in SETTING_FIELDS
     ]
-    shown = {k for k, _ in SETTING_FIELDS} | {"variant", "qp_types"}
+    shown = {k for k, _ in SETTING_FIELDS} | {"variant", "variant_reason", "qp_types"}
     rows += [
         {"key": k, "label": k, "value": v, "missing": False}
         for k, v in sorted(values.items())
