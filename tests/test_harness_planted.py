@@ -58,6 +58,7 @@ EXPECTED_RULE = {
     "late_duplicate_completion": "*",  # the rule that made the first completion due
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
+    "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -84,6 +85,7 @@ EXPECTED_KIND = {
     "late_duplicate_completion": "completion",
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
+    "query_state_unset": "state",
 }
 
 
@@ -169,6 +171,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "late_duplicate_completion": _flush_then_wait,
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
+    "query_state_unset": lambda qp: qp.bring_to(S.INIT),
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.
 CONFIG = {"late_duplicate_completion": MachineConfig(settle_window=2 * LATE, must_wait=0.5)}
