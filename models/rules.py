@@ -79,6 +79,16 @@ DISCARD_ON_RESET = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+CQ_NO_OVERRUN = Rule(
+    "ibta.cq.no_overrun",
+    "a CQ created with room for every WR of its queue never overruns: no CQ_ERR event while "
+    "each poll reads what arrived (the harness sizes every CQ to its queue's depth)",
+    ibta("ch. 11.2.8.1 Create CQ and ch. 11.6.3 Asynchronous events",
+         "the CQ holds at least the requested number of entries; a CQ overrun is reported "
+         "as a CQ error"),
+    kind=MUST,
+    layer=DRIVER,
+)
 SQD_DRAINED_EVENT = Rule(
     "ibta.sqd.drained_event",
     "SQ_DRAINED is raised once draining ends, if and only if EN_SQD_ASYNC_NOTIFY was asked for",

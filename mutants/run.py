@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports.atomic import ReportWriteError, write_atomic_many
+from reports.divergence import read_divergences
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
 
@@ -177,11 +179,13 @@ def _junit(path: Path) -> tuple[float | None, list[tuple[str, str]]]:
 
 
 def _divergences(out_dir: Path) -> list[dict[str, Any]]:
+    """The run's records; a damaged file is said, and judged as no records (the verdict
+    comes from the exit status; the records only name the rule)."""
     try:
-        data = json.loads((out_dir / "divergences.json").read_text())
-    except (OSError, ValueError):
+        return read_divergences(out_dir / "divergences.json")
+    except (OSError, ValueError) as exc:
+        _note(f"warning: {exc}")
         return []
-    return data if isinstance(data, list) else data.get("divergences", [])
 
 
 def known_matches(out_dir: Path) -> set[str]:
@@ -431,11 +435,15 @@ def main(plan: Plan, output: Path) -> int:
         "score": score(outcomes),
         "outcomes": [asdict(o) for o in outcomes],
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2) + "\n")
     table = markdown(outcomes, catalog)
-    output.with_suffix(".md").write_text(table)
-    print(table)
+    print(table)  # shown even when the files below cannot be written
+    try:
+        write_atomic_many(
+            {output: json.dumps(result, indent=2) + "\n", output.with_suffix(".md"): table}
+        )
+    except ReportWriteError as exc:
+        _note(f"error: {exc}")
+        return 2
     _note(f"{result['seconds']:.0f} s in all; {output} and {output.with_suffix('.md')}")
     baselines_ok = all(o.verdict == "passed" for o in outcomes if o.id == "baseline")
     missed = [o for o in outcomes if o.id != "baseline" and o.verdict != "detected"]

@@ -70,12 +70,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     from fixtures import bench
     from fixtures import pyverbs_compat as pc
+    from reports.atomic import ReportWriteError
 
     try:
         return bench.main(args.device, args.seconds, Path(args.output), args.port)
     except (pc.UsageError, ImportError) as exc:
         print(f"qpconform bench: {exc}", file=sys.stderr)
         return 4
+    except ReportWriteError as exc:
+        print(f"qpconform bench: {exc}", file=sys.stderr)
+        return 1
 
 
 def _add_driver_source(subparsers: argparse._SubParsersAction) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reports.atomic import write_atomic
+
 try:  # allure-pytest is a dependency, but the reports must work without it
     import allure
 except ImportError:  # pragma: no cover - exercised only where allure is absent
@@ -167,10 +169,5 @@ def write_environment(
 
     Call it once per run: from the xdist controller, or the only process without xdist.
     """
-    directory = Path(results_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "environment.properties"
-    tmp = target.with_name(f".environment.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(environment_lines(identity, settings)) + "\n")
-    os.replace(tmp, target)
-    return target
+    target = Path(results_dir) / "environment.properties"
+    return write_atomic(target, "\n".join(environment_lines(identity, settings)) + "\n")

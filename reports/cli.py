@@ -1,7 +1,7 @@
 """`qpconform report`: the qualification report from a run, or the comparison of two runs.
 
 Exit status 0 whatever the verdict (the pytest run is the gate); 2 when there is
-nothing to read. The verdict line is printed either way.
+nothing to read; with --same, 1 when the runs differ. The verdict line is printed either way.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         help="build the qualification report (HTML + JSON) from a run, or compare two runs",
         description=__doc__.splitlines()[0],
         usage="qpconform report [--input DIR|RUN.json ...] [--output DIR]\n"
-        "       qpconform report --compare A.json B.json [--output DIR]",
+        "       qpconform report --compare A.json B.json [--output DIR]\n"
+        "       qpconform report --same RUN_DIR RUN_DIR ...",
     )
     parser.add_argument(
         "--input",
@@ -41,6 +42,13 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         metavar=("A.json", "B.json"),
         help="show what changed from run A to run B (report.json or run-*.json files)",
     )
+    parser.add_argument(
+        "--same",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="check that runs (folders with report.json and divergences.json) gave the same "
+        "verdict and divergences; exit status 1 if not",
+    )
     parser.set_defaults(func=run_report)
     return parser
 
@@ -50,6 +58,12 @@ def run_report(args: argparse.Namespace) -> int:
     from reports import compare, html
 
     try:
+        if args.same:
+            from reports.determinism import compare_runs
+
+            same, text = compare_runs(args.same)
+            sys.stdout.write(text)
+            return 0 if same else 1
         if args.compare:
             _, text = compare.write_compare(args.compare[0], args.compare[1], args.output)
             sys.stdout.write(text)

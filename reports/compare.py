@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reports.atomic import write_atomic_many
 from reports.qualification import REPORT_KIND, build_report, divergence_key
 from reports.run_record import KIND as RUN_KIND
 from reports.run_record import merge_runs
@@ -144,7 +145,10 @@ def write_compare(
     diff = compare(load_report(path_a), load_report(path_b))
     text = format_text(diff)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.txt").write_text(text)
-    (out / "compare.json").write_text(json.dumps(diff, indent=1, sort_keys=True) + "\n")
+    write_atomic_many(
+        {
+            out / "compare.txt": text,
+            out / "compare.json": json.dumps(diff, indent=1, sort_keys=True) + "\n",
+        }
+    )
     return diff, text

@@ -7,7 +7,8 @@ records of a session go to reports/out/divergences.json.
 
 xdist safety: `append_divergence` takes an exclusive fcntl lock on a sidecar
 `<file>.lock` and appends in place, so any number of worker processes on one
-host can append to the same file, which stays a valid JSON list.
+host can append to the same file, which stays a valid JSON list with one record
+per line (a line cut short by a full disk: see `read_divergences`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import fcntl
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from reports.atomic import write_error
 
 #: Where a run writes its records and reports; QPCONFORM_OUT_DIR moves it (the mutation
 #: run gives every mutant its own folder).
@@ -153,38 +157,108 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def read_divergences(path: str | os.PathLike[str] = DIVERGENCES_JSON) -> list[dict[str, Any]]:
-    """The records of a divergences.json (empty if missing or unreadable)."""
+    """The records of a divergences.json ([] when there is none).
+
+    The file is a JSON list with one record per line, and an append writes one whole
+    line, so a write cut short (a full disk, a killed worker) can only damage the last
+    line. Such a file still gives every complete record, with a RuntimeWarning naming
+    the file and the lost line: one record lost is better than the whole run's. Damage
+    anywhere else is a ValueError naming the line (qpconform never writes that).
+    """
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return []
-    return data if isinstance(data, list) else []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _complete_lines(path, text)
+    if not isinstance(data, list):
+        raise ValueError(f"{path} is not a JSON list of divergence records")
+    return data
+
+
+def _complete_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    """The records of a file whose last append was cut short (see read_divergences)."""
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
+    lines = [(n, line.strip("[,]")) for n, line in lines if line.strip("[,]")]
+    records: list[dict[str, Any]] = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif i == len(lines) - 1:
+            warnings.warn(
+                f"{path}: line {n} is a record cut short (the disk was full or the run was "
+                f"killed while it was written); {len(records)} complete record(s) read, that "
+                f"one is lost",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        else:
+            raise ValueError(
+                f"{path}: line {n} is not a divergence record, and it is not the last line: "
+                f"the file is damaged (remove it; a device run writes it anew)"
+            )
+    return records
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
 
 
 def append_divergence(path: str | os.PathLike[str], d: Divergence) -> None:
     """Append one record to the JSON list at path, under an exclusive lock (xdist-safe).
 
     The list's closing bracket is overwritten in place, so an append costs the size of
-    one record, not of the whole file (runs under TCG write thousands of records).
+    one record, not of the whole file (runs under TCG write thousands of records). The
+    record is one line, written at once; if the write fails (a full disk), the file gets
+    its old end back and the error (ReportWriteError) names the file and the fix.
     """
     path = Path(path)
     record = json.dumps(d.to_dict()).encode()
-    with _locked(path):
-        if not path.exists() or path.stat().st_size == 0:
-            path.write_bytes(b"[\n" + record + b"\n]\n")
-            return
-        with open(path, "r+b") as f:
-            end = f.seek(0, os.SEEK_END)
-            start = max(0, end - 64)
-            f.seek(start)
-            tail = f.read()
-            close = tail.rfind(b"]")
-            if close < 0:
-                raise ValueError(f"{path} is not a JSON list: remove it and rerun")
-            empty = tail[:close].rstrip().endswith(b"[") and start == 0
-            f.seek(start + close)
-            f.truncate()
-            f.write((b"" if empty else b",\n") + record + b"\n]\n")
+    try:
+        with _locked(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                _append_line(fd, path, record)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+
+
+def _append_line(fd: int, path: Path, record: bytes) -> None:
+    end = os.fstat(fd).st_size
+    if end == 0:
+        at, old_tail, chunk = 0, b"", b"[\n" + record + b"\n]\n"
+    else:
+        start = max(0, end - 64)
+        tail = os.pread(fd, end - start, start)
+        close = tail.rfind(b"]")
+        if close < 0:
+            raise ValueError(
+                f"{path} does not end with the closing bracket of a JSON list (a write was "
+                f"cut short?): remove it and rerun"
+            )
+        empty = tail[:close].rstrip().endswith(b"[") and start == 0
+        at, old_tail = start + close, tail[close:]
+        chunk = (b"" if empty else b",\n") + record + b"\n]\n"
+    try:
+        _write_at(fd, chunk, at)
+        os.ftruncate(fd, at + len(chunk))
+    except OSError:
+        with suppress(OSError):  # the old end fits where it was: no new space needed
+            _write_at(fd, old_tail, at)
+            os.ftruncate(fd, end)
+        raise
 
 
 class DivergenceSink(Protocol):

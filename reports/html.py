@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from reports.atomic import write_atomic_many
 from reports.qualification import build_report
 from reports.run_record import find_runs, merge_runs
 
@@ -88,14 +89,17 @@ def write_reports(
         where = ", ".join(map(str, inputs))
         raise FileNotFoundError(f"no run records (run-*.json) found in {where}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     merged = merge_runs(files)
     merged.setdefault("settings", {}).update(extra_settings or {})
     report = build_report(merged, base=files[0].parent)
     _add_reproducer_links(report, out)
     json_path, html_path = out / JSON_NAME, out / HTML_NAME
-    json_path.write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
-    html_path.write_text(render_html(report))
+    write_atomic_many(  # both or neither: the page and its JSON twin always agree
+        {
+            json_path: json.dumps(report, indent=1, sort_keys=True, default=str) + "\n",
+            html_path: render_html(report),
+        }
+    )
     return report, html_path, json_path
 
 

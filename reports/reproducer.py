@@ -17,6 +17,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+from reports.atomic import write_atomic
 from reports.divergence import OUT_DIR, Divergence, describe_step
 
 REPRODUCER_DIR = OUT_DIR / "reproducers"
@@ -363,8 +364,4 @@ def render(d: Divergence) -> str:
 
 def write_reproducer(d: Divergence, out_dir: str | os.PathLike[str] = REPRODUCER_DIR) -> Path:
     """Write out_dir/<divergence id>.py (executable) and return its path."""
-    path = Path(out_dir) / f"{d.id}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(d))
-    path.chmod(0o755)
-    return path
+    return write_atomic(Path(out_dir) / f"{d.id}.py", render(d), mode=0o755)

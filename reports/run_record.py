@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from reports.atomic import write_atomic
 from reports.divergence import OUT_DIR
 
 SCHEMA = 1
@@ -174,11 +175,7 @@ class RunRecorder:
     def write(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the record (default reports/out/run-<worker>.json), atomically."""
         target = Path(path) if path is not None else run_path(OUT_DIR, self.worker)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, target)
-        return target
+        return write_atomic(target, json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -14,13 +14,13 @@ the loaded Hypothesis profile (fixtures/plugin.py registers them;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -326,6 +326,13 @@ def machine_settings(**overrides: Any) -> settings:
     return settings(parent, **values)
 
 
+def _run_seeded(example_seed: int | None, factory: Any, **kwargs: Any) -> None:
+    """run_state_machine_as_test, from example_seed when one is given."""
+    if example_seed is not None:
+        factory = seed(example_seed)(factory)
+    run_state_machine_as_test(factory, **kwargs)
+
+
 def run_machine(
     device: Device,
     qp_types: Sequence[Any],
@@ -336,8 +343,12 @@ def run_machine(
     hypothesis_settings: settings | None = None,
     recorder: StepRecorder | None = None,
     out_dir: Path = OUT_DIR,
+    example_seed: int | None = None,
 ) -> list[Divergence]:
     """Run QPMachine; returns the known divergences (one per kind).
+
+    example_seed fixes the random examples (fixtures/seeds.py); None leaves them to
+    the profile (derandomized, or Hypothesis' own fresh seed).
 
     On an unknown divergence the minimal example's DivergenceError is re-raised
     with a reproducer script written for its steps (path in the message).
@@ -355,7 +366,8 @@ def run_machine(
             recorder.divergence(d)
 
     try:
-        run_state_machine_as_test(
+        _run_seeded(
+            example_seed,
             lambda: QPMachine(device, types, variant, quirks, config, sink, recorder),
             settings=hypothesis_settings or machine_settings(),
         )
@@ -412,6 +424,7 @@ def test_qp_state_machine(
     delivery_log: DeliveryLog,
     windows: Windows,
     stateful_budget: Budget,
+    batch_seeds: Iterator[int | None],
 ) -> None:
     """Random verb sequences on the selected QP types match the model step by step.
 
@@ -427,7 +440,7 @@ def test_qp_state_machine(
 
     def run_batch() -> int:
         run_machine(device, qp_types, variant, quirks, config=config, recorder=counter,
-                    hypothesis_settings=batch)
+                    hypothesis_settings=batch, example_seed=next(batch_seeds))
         return BATCH if batch is not None else settings.default.max_examples
 
     try:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -138,8 +138,9 @@ def device_settings() -> settings:
 
 
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC, QPType.UD], ids=lambda t: t.name)
-def test_traffic_state_machine(make_pair, qp_type, stateful_budget):
-    """With a budget, batches of the machine run until this QP type's share is spent."""
+def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds):
+    """With a budget, batches of the machine run until this QP type's share is spent;
+    each batch from its own seed, derived from the run's (fixtures/seeds.py)."""
 
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
@@ -148,6 +149,9 @@ def test_traffic_state_machine(make_pair, qp_type, stateful_budget):
     machine.TestCase.settings = device_settings()
 
     def run_batch() -> int:
+        example_seed = next(batch_seeds)
+        if example_seed is not None:
+            seed(example_seed)(machine)
         machine.TestCase().runTest()
         return machine.TestCase.settings.max_examples
 

@@ -29,6 +29,8 @@ from qpconform.engine.device import (
 
 S = QPState
 
+#: How many unpolled completions cq_overrun's CQ holds.
+CQ_ROOM = 2
 #: Planted faults, each a bug a real driver could have.
 FAULTS: dict[str, str] = {
     "accept_illegal_transition": "an invalid transition to RTS (e.g. INIT->RTS) is accepted",
@@ -57,6 +59,8 @@ FAULTS: dict[str, str] = {
     "store_in_wrong_field": "min_rnr_timer is stored into timeout (query reports it there)",
     "read_unmasked_field": "timeout is taken from the attr struct even when TIMEOUT is not in "
     "the mask",
+    "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
+    "rest are lost and CQ_ERR is raised",
     "query_state_unset": "query_qp never sets qp_state, so it reads RESET whatever the state "
     "(siw in Linux 6.1; fixed upstream by 'RDMA/siw: Set qp_state in siw_query_qp')",
 }
@@ -241,6 +245,9 @@ class FakeQP:
             batch.insert(1, batch[0])
         if batch and self._has("late_duplicate_completion"):
             self.staged.append((time.monotonic() + LATE, batch[0]))
+        if self._has("cq_overrun") and len(self.cq) + len(batch) > CQ_ROOM:
+            batch = batch[: max(0, CQ_ROOM - len(self.cq))]
+            self._queue_events([EventType.CQ_ERR])
         self.cq.extend(batch)
 
     def _raise_events(

@@ -43,7 +43,11 @@ FAULTS = (
     # COMM_EST on the first packet in RTR (mlx5, hfi1, qib), and raising it twice
     "comm_est_first_packet",
     "comm_est_twice",
+    # a CQ smaller than asked: it holds CQ_ROOM unpolled completions, then raises CQ_ERR
+    "cq_overrun",
 )
+#: How many unpolled completions cq_overrun's CQ holds.
+CQ_ROOM = 2
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -209,6 +213,9 @@ class FakePair:
                 if len(same_q) >= 2:
                     i, j = done.index(same_q[0]), done.index(same_q[1])
                     done[i], done[j] = done[j], done[i]
+        if self.fault == "cq_overrun" and len(end.cq) + len(done) > CQ_ROOM:
+            done = done[: max(0, CQ_ROOM - len(end.cq))]
+            end.async_events.append(EventType.CQ_ERR)
         for c in done:
             end.cq.append(_wc(c, end.qp_num))
             if self.fault == "duplicate_completion" and c.status == WCStatus.SUCCESS:

@@ -58,6 +58,7 @@ EXPECTED_RULE = {
     "late_duplicate_completion": "*",  # the rule that made the first completion due
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
+    "cq_overrun": "ibta.cq.no_overrun",
     "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
 EXPECTED_KIND = {
@@ -85,6 +86,7 @@ EXPECTED_KIND = {
     "late_duplicate_completion": "completion",
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
+    "cq_overrun": "event",
     "query_state_unset": "state",
 }
 
@@ -171,6 +173,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "late_duplicate_completion": _flush_then_wait,
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
+    "cq_overrun": _post_then(S.ERR, recvs=3),
     "query_state_unset": lambda qp: qp.bring_to(S.INIT),
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.

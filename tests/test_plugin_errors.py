@@ -132,10 +132,10 @@ FAKE = {
 }
 
 
-def _project(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest('pytest_plugins = ["fixtures.plugin"]\n')
+def _project(pytester: pytest.Pytester, suite: str = SUITE_TEST, conftest: str = "") -> None:
+    pytester.makeconftest('pytest_plugins = ["fixtures.plugin"]\n' + textwrap.dedent(conftest))
     (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "test_suite.py").write_text(SUITE_TEST)
+    (pytester.path / "suites" / "test_suite.py").write_text(textwrap.dedent(suite))
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_host.py").write_text(HOST_TEST)
 
@@ -150,12 +150,21 @@ def _pyverbs(pytester: pytest.Pytester, fake: bool) -> Path:
 
 
 def _run(
-    pytester: pytest.Pytester, *args: str, fake: bool = False, port_state: int = 4
+    pytester: pytest.Pytester,
+    *args: str,
+    fake: bool = False,
+    port_state: int = 4,
+    out_dir: Path | None = None,
+    suite: str = SUITE_TEST,
+    conftest: str = "",
 ) -> pytest.RunResult:
-    _project(pytester)
+    """pytest in a subprocess on the tiny project; records go to out_dir (default
+    <project>/out, never the worktree's reports/out)."""
+    _project(pytester, suite, conftest)
     libs = _pyverbs(pytester, fake)
     pytester._monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(libs), str(ROOT)]))
     pytester._monkeypatch.setenv("FAKE_PORT_STATE", str(port_state))
+    pytester._monkeypatch.setenv("QPCONFORM_OUT_DIR", str(out_dir or pytester.path / "out"))
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
@@ -248,6 +257,104 @@ def test_quirks_strict_fails_only_on_stale_quirks() -> None:
     assert "1 stale quirk(s) fail the run: rxe.a" in str(strict_failure(stale, strict=True))
 
 
+@pytest.mark.parametrize("in_the_way", ["a file", "a file above it"])
+def test_an_out_dir_that_cannot_take_files_is_one_usage_error(
+    pytester: pytest.Pytester, in_the_way: str
+) -> None:
+    """Found before any test (a run whose report would be lost must not start). A file in
+    the way fails for root too, where a 0o500 folder would not (test_report_writes
+    covers EACCES itself)."""
+    (pytester.path / "taken").write_text("")
+    out = pytester.path / "taken" if in_the_way == "a file" else pytester.path / "taken" / "out"
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True, out_dir=out)
+    _usage_error(
+        result,
+        f"qpconform: the report folder {out} cannot take the run's records: it is not a folder "
+        "(a file is in the way); make it a writable folder or set QPCONFORM_OUT_DIR to one",
+    )
+    assert "passed" not in result.stdout.str() and "ERROR" in result.stderr.str()
+
+
+RECORDING_SUITE = """
+from reports.divergence import OUT_DIR, Divergence, DivergenceFile
+
+def test_records_a_divergence(run_recorder):
+    DivergenceFile(OUT_DIR / "divergences.json").add(Divergence(
+        qp_type="RC", state="INIT", verb="modify", attrs={}, mask=["STATE"], expected="refused",
+        observed="accepted", rule_id="r.x", rule_summary="s", source="src", device={},
+        steps=[]))
+
+def test_later(run_recorder):
+    pass
+"""
+
+#: conftest text: os.fsync and os.pwrite fail with ENOSPC on files whose name has NAME in it.
+FULL_DISK = """
+import errno, os
+
+def _full(real):
+    def call(fd, *args):
+        if {name!r} in os.readlink(f"/proc/self/fd/{{fd}}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, *args)
+    return call
+
+os.fsync, os.pwrite = _full(os.fsync), _full(os.pwrite)
+"""
+
+
+def _one_clear_error(result: pytest.RunResult, path: Path, times: int = 1) -> None:
+    output = result.stdout.str() + result.stderr.str()
+    assert (
+        f"qpconform: ERROR: cannot write {path}: No space left on device (ENOSPC); free space "
+        "on that disk, or write the reports elsewhere (QPCONFORM_OUT_DIR=DIR" in output
+    ), output
+    assert "the run's report is missing or incomplete: the run fails" in output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert "raise write_error" not in output  # no traceback in pytest's format either
+    assert output.count(f"cannot write {path}") == times
+
+
+def test_a_full_disk_at_the_report_keeps_the_previous_one(pytester: pytest.Pytester) -> None:
+    out = pytester.path / "out"
+    out.mkdir()
+    (out / "report.json").write_text("previous\n")
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True, suite=RECORDING_SUITE,
+                  conftest=FULL_DISK.format(name="report.json"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.assert_outcomes(passed=2)
+    _one_clear_error(result, out / "report.json")
+    assert (out / "report.json").read_text() == "previous\n"
+    assert not (out / "report.html").exists() and not list(out.glob("*.tmp"))
+
+
+def test_a_worker_that_cannot_write_its_record_fails_the_run(pytester: pytest.Pytester) -> None:
+    """Under xdist the worker's error reaches the controller, which writes no report
+    without that worker's records (one worker: the handoff is the same, the test faster)."""
+    out = pytester.path / "out"
+    result = _run(pytester, "suites", "--device", "rxe0", "-n", "1", fake=True,
+                  suite=RECORDING_SUITE, conftest=FULL_DISK.format(name="run-gw"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    output = result.stdout.str()
+    assert "qpconform: ERROR: cannot write " in output and "run-gw" in output, output
+    assert "No space left on device (ENOSPC)" in output and "Traceback" not in output
+    assert not (out / "report.json").exists() and not list(out.glob("*.tmp"))
+
+
+def test_a_full_disk_mid_run_stops_the_run(pytester: pytest.Pytester) -> None:
+    out = pytester.path / "out"
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True, suite=RECORDING_SUITE,
+                  conftest=FULL_DISK.format(name="divergences.json"))
+    result.assert_outcomes(failed=1)  # test_later never runs
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [f"*Interrupted: qpconform: cannot write {out / 'divergences.json'}: No space left on "
+         "device (ENOSPC)*the run stops here*"]
+    )
+    # the test's failure, the summary's error line and pytest's "Interrupted" line
+    _one_clear_error(result, out / "divergences.json", times=3)
+
+
 def test_a_device_run_starts_from_fresh_records(tmp_path: Path) -> None:
     from fixtures.plugin import start_fresh
 
@@ -282,3 +389,49 @@ def test_requested_unsupported_type_only_skips(pytester: pytest.Pytester) -> Non
     result = _run(pytester, "suites", "--device", "rxe0", "--qp-type", "UC", "-rs", fake=True)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no selected QP type is supported: UC unsupported by rxe0*"])
+
+
+SEED_TEST = """
+import os
+from pathlib import Path
+
+
+def test_seed(batch_seeds):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(os.environ["SEED_OUT"], worker).write_text(str(next(batch_seeds)))
+"""
+
+
+def _batch_seeds(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, set[str]]:
+    """Run SEED_TEST; the first batch seed each process used."""
+    out = pytester.path / "seed-out"
+    out.mkdir()
+    pytester._monkeypatch.setenv("SEED_OUT", str(out))
+    result = _run(pytester, "suites", "--device", "rxe0", *args, fake=True, suite=SEED_TEST)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    return result, {p.read_text() for p in out.iterdir()}
+
+
+def test_the_run_seed_is_shown_and_replayed(pytester: pytest.Pytester) -> None:
+    from fixtures import seeds
+
+    result, used = _batch_seeds(pytester, "--hypothesis-seed=31")
+    result.stdout.fnmatch_lines(["qpconform: seed 31 (replay: --hypothesis-seed=31)"])
+    assert used == {str(seeds.derive(31, "suites/test_suite.py::test_seed", 0))}
+
+
+def test_the_ci_profile_is_derandomized_without_a_seed(pytester: pytest.Pytester) -> None:
+    result, used = _batch_seeds(pytester, "--hypothesis-profile=ci")
+    result.stdout.fnmatch_lines(["qpconform: seed derandomized (profile ci*"])
+    assert used == {"None"}
+
+
+def test_xdist_workers_take_the_controllers_random_seed(pytester: pytest.Pytester) -> None:
+    import re
+
+    from fixtures import seeds
+
+    result, used = _batch_seeds(pytester, "-n", "2")
+    shown = re.search(r"qpconform: seed (\d+) \(replay", result.stdout.str())
+    assert shown, result.stdout.str()
+    assert used == {str(seeds.derive(int(shown.group(1)), "suites/test_suite.py::test_seed", 0))}

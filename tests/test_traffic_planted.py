@@ -110,6 +110,7 @@ def test_clean_fake_has_no_divergence(qp_type, scenario):
         ("event_unasked", _drain_silent, "event", "ibta.sqd.drained_event.unasked"),
         ("run_after_reset", _reset_then_up, "completion", "ibta.reset.discard"),
         ("event_on_completion_error", _send_error, "event", "pair.completion_error.no_event"),
+        ("cq_overrun", _flush, "event", "ibta.cq.no_overrun"),
     ],
 )
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)

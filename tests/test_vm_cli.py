@@ -30,6 +30,21 @@ def test_option_errors(capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+def test_a_log_dir_that_cannot_take_files_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    """Found before the image build and the boot, not minutes later (a file in the way
+    fails for root too)."""
+    monkeypatch.setattr(runner, "ensure_image", lambda *args: pytest.fail("image before log dir"))
+    (tmp_path / "taken").write_text("")
+    log_dir = tmp_path / "taken" / "out"
+    assert cli.main(["vm", "--log-dir", str(log_dir), "--", "true"]) == runner.EXIT_INFRA
+    err = capsys.readouterr().err
+    assert (
+        f"error: the report folder {log_dir} cannot take the run's records: it is not a folder "
+        "(a file is in the way); make it a writable folder or pass --log-dir DIR"
+    ) in err
+    assert "Traceback" not in err and "building" not in err
+
+
 def test_bad_choice_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["vm", "--accel", "hvf", "--", "true"])

@@ -1,7 +1,9 @@
 """End to end: the leak check on rxe0 in the VM (slow; QPCONFORM_VM_TESTS=1).
 
-A clean run (serial and -n 2) ends with the kernel's counts where they began;
-a test that keeps a context and a PD makes the run fail, naming what grew.
+A clean run (serial and -n 2) ends with the kernel's counts where they began, and so
+do runs that end badly: a divergence found and shrunk on the device (no quirks, so
+rxe's known divergences are unknown), a test stopped by its timeout, and Ctrl-C. A
+test that keeps a context and a PD makes the run fail, naming what grew.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ def test_keeps_a_context_and_a_pd(device):
 """
 
 GUEST = """
-run() {{ QPCONFORM_OUT_DIR={out}/$1 python3 -m pytest $2 --device rxe0 --qp-type RC \
+run() {{ QPCONFORM_OUT_DIR={out}/$1 $4 python3 -m pytest $2 --device rxe0 --qp-type RC \
     --hypothesis-profile ci -p no:cacheprovider -q $3; echo "RC-$1 $?"; }}
 run serial suites/test_post_rules.py ""
 run xdist suites/test_post_rules.py "-n 2"
+run diverged suites/test_stateful.py "--quirks none"
+run timeout suites/test_stateful.py "--timeout 8"
+run interrupted suites/test_stateful.py "" "timeout -s INT 12"
 run leaky {leaky} ""
 """
+#: Runs that end badly and must still leave the kernel's counts where they began.
+FAILING = ("diverged", "timeout", "interrupted")
 
 
 def test_leak_check_passes_clean_runs_and_fails_a_leaking_one():
@@ -45,6 +52,13 @@ def test_leak_check_passes_clean_runs_and_fails_a_leaking_one():
         assert status.get(clean) == "0", f"{clean} run failed"
         settings = json.loads((out / clean / "report.json").read_text())["settings"]
         assert settings["leak_check"] == "no growth", clean
+    for failing in FAILING:
+        assert status.get(failing) not in (None, "0"), f"the {failing} run did not fail"
+        settings = json.loads((out / failing / "report.json").read_text())["settings"]
+        assert settings["leak_check"] == "no growth", failing
+    diverged = json.loads((out / "diverged" / "report.json").read_text())
+    assert diverged["divergences"], "without quirks, rxe's known divergences must be unknown"
+    assert "Timeout" in text  # pytest-timeout's banner: the timeout run really timed out
     assert status.get("leaky") not in (None, "0")
     leak_line = next(line for line in text.splitlines() if "leaked verbs objects on rxe0" in line)
     assert "pd " in leak_line and "ctx " in leak_line

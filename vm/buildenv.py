@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm import image, prereqs
+from vm import image, prereqs, stoppable
 from vm.drivers import DriverError, DriverSpec
 
 BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "xz-utils")
@@ -131,9 +131,7 @@ def ensure(release: str, kernel_release: str, mirror: str, root: Path | None = N
                 f"with mmdebstrap; once per guest kernel, about a minute"
             )
             cmd = mmdebstrap_command(release, kernel_release, mirror, work / "rootfs")
-            result = subprocess.run(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
+            result = stoppable.run(cmd)  # a Ctrl-C lets mmdebstrap unmount what it mounted
             if result.returncode != 0:
                 tail = "\n".join(result.stdout.splitlines()[-15:])
                 hint = ""
@@ -163,7 +161,7 @@ def ensure(release: str, kernel_release: str, mirror: str, root: Path | None = N
             os.replace(work, env.directory)
             _log(f"build layer ready in {meta['built_seconds']} s: {env.directory}")
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            stoppable.remove_tree(work)
     return env
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from vm import stoppable
+
 RELEASES = ("bookworm", "trixie")
 DEFAULT_RELEASE = "bookworm"
 
@@ -204,7 +206,8 @@ def _dir_size(path: Path) -> int:
 
 
 def build(release: str, mirror: str, destination: Path) -> Image:
-    """Build the image into ``destination`` atomically (temp dir + rename)."""
+    """Build the image into ``destination`` atomically (temp dir + rename): an interrupted
+    or failed build leaves no folder a later run could take for a complete image."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.build-", dir=destination.parent))
     try:
@@ -214,7 +217,7 @@ def build(release: str, mirror: str, destination: Path) -> Image:
         started = time.monotonic()
         _log(f"building the {release} image with mmdebstrap from {mirror} (takes 1-3 min)")
         cmd = mmdebstrap_command(release, mirror, rootfs, init)
-        result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        result = stoppable.run(cmd)  # a Ctrl-C lets mmdebstrap unmount what it mounted
         if result.returncode != 0:
             tail = "\n".join(result.stdout.splitlines()[-30:])
             raise RuntimeError(f"mmdebstrap failed with status {result.returncode}:\n{tail}")
@@ -255,7 +258,7 @@ def build(release: str, mirror: str, destination: Path) -> Image:
         _log(f"image ready in {meta['build_seconds']} s: {destination}")
         return Image(destination)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        stoppable.remove_tree(work)
 
 
 def remove_other_images(keep: Path) -> None:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reports.atomic import ReportWriteError, check_writable
 from vm import driver_setup, image, kernel_log, prereqs, pydeps, qemu
 from vm.buildenv import BuildError
 from vm.drivers import DriverError
@@ -244,7 +245,10 @@ def run(opts: VmOptions) -> int:
     try:
         return _run(opts)
     except KeyboardInterrupt:
-        _note("interrupted; QEMU killed and temporary files removed")
+        _note(
+            "interrupted: what was running (QEMU, an image build) is stopped, its temporary "
+            "files removed"
+        )
         return EXIT_INTERRUPTED
     finally:
         for sig, handler in previous.items():
@@ -255,6 +259,15 @@ def _run(opts: VmOptions) -> int:
     started = time.monotonic()
     deadline = started + opts.timeout
     validate(opts)
+    cwd = Path.cwd().resolve()
+    project = (opts.project or find_project(cwd)).resolve()
+    workdir = cwd if cwd.is_relative_to(project) else project
+    log_dir = opts.log_dir if opts.log_dir.is_absolute() else project / opts.log_dir
+    if not opts.build_only:  # found now, not after minutes of image build and boot
+        try:
+            check_writable(log_dir, "pass --log-dir DIR")
+        except ReportWriteError as exc:
+            raise UserError(str(exc)) from None
     root = image.cache_root()
     img = ensure_image(opts, root)
     if opts.build_only:
@@ -271,11 +284,6 @@ def _run(opts: VmOptions) -> int:
         except pydeps.PydepsError as exc:
             raise UserError(str(exc)) from None
 
-    cwd = Path.cwd().resolve()
-    project = (opts.project or find_project(cwd)).resolve()
-    workdir = cwd if cwd.is_relative_to(project) else project
-    log_dir = opts.log_dir if opts.log_dir.is_absolute() else project / opts.log_dir
-    log_dir.mkdir(parents=True, exist_ok=True)
     (log_dir / "guest-kernel-log.txt").unlink(missing_ok=True)  # never a stale one
 
     kernel = opts.kernel or img.kernel

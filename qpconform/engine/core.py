@@ -169,8 +169,9 @@ class Engine:
         return False
 
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule | None:
-        """The rule an event neither required nor forbidden breaks (None: not judged)."""
-        return None
+        """The rule an event neither required nor forbidden breaks (None: not judged).
+        A CQ error is never owed: every CQ has room for all of its queue's WRs."""
+        return rules.CQ_NO_OVERRUN if event == EventType.CQ_ERR else None
 
     def record_verb(self, kind: str) -> str | None:
         """The verb a record of this kind names (None: the verb of the step it comes from)."""

@@ -335,7 +335,9 @@ class PairHarness(Engine):
         self.desynced = True  # they may still come, late; the queues may now differ
 
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule:
-        return rules.SQD_DRAINED_EVENT if event == EventType.SQ_DRAINED else UNEXPECTED_EVENT
+        if event == EventType.SQ_DRAINED:
+            return rules.SQD_DRAINED_EVENT
+        return rules.CQ_NO_OVERRUN if event == EventType.CQ_ERR else UNEXPECTED_EVENT
 
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
