@@ -1,4 +1,4 @@
-"""`python -m models dump-table --variant linux|ibta`: the transition table as JSON."""
+"""`python -m models dump-table --variant linux|ibta|iwarp`: the transition table as JSON."""
 
 import argparse
 import json

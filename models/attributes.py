@@ -10,6 +10,11 @@ A value rule of kind "may" (e.g. `attr.timeout.width`) is one no Linux layer
 before the driver checks: a driver may refuse the value or store it masked to
 the field width, and both conform (the model expects either). The `ibta` variant
 keeps the spec's strict ranges for those fields.
+
+The `iwarp` variant keeps only what uverbs and the core check for every device (port
+numbers, the AV's port and GID, alternate paths, which the core allows on IB ports
+only) and the access-flag rule: iWARP drivers read no other attribute, so a P_Key
+index, MTU or PSN has no range there (siw reports a P_Key table of length 0).
 """
 
 import errno
@@ -88,6 +93,8 @@ MIG_MIGRATED, MIG_REARM, MIG_ARMED = 0, 1, 2
 
 _IBTA_ONLY = frozenset({"ibta"})
 _LINUX_ONLY = frozenset({"linux"})
+_EVERY_DEVICE = frozenset({"linux", "ibta", "iwarp"})  # uverbs/core checks, before the driver
+_LINUX_ABI = frozenset({"linux", "iwarp"})
 
 #: Neither modify_qp() in uverbs_cmd.c nor _ib_modify_qp() in verbs.c looks at these.
 _UNCHECKED = "not checked by modify_qp() (uverbs_cmd.c) nor _ib_modify_qp() (verbs.c)"
@@ -144,6 +151,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["port_num"] <= c.phys_port_cnt,
+        _EVERY_DEVICE,
     ),
     ValueRule(
         Attr.AV,
@@ -155,6 +163,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["ah_port_num"] <= c.phys_port_cnt,
+        _EVERY_DEVICE,
     ),
     ValueRule(
         Attr.AV,
@@ -170,6 +179,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: 0 <= v["ah_sgid_index"] < c.gid_tbl_len,
+        _EVERY_DEVICE,
     ),
     ValueRule(
         Attr.AV,
@@ -186,7 +196,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: v["ah_sgid_index"] not in c.empty_gids,
-        _LINUX_ONLY,
+        _LINUX_ABI,
         frozenset({errno.ENODATA}),
     ),
     ValueRule(
@@ -299,7 +309,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             DRIVER,
         ),
         lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
-        _LINUX_ONLY,
+        _LINUX_ABI,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -311,6 +321,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["alt_port_num"] <= c.phys_port_cnt,
+        _EVERY_DEVICE,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -327,7 +338,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
         ),
         lambda v, c: 1 <= v["alt_ah_port_num"] <= c.phys_port_cnt
         and v["alt_ah_port_num"] == v["alt_port_num"],
-        _LINUX_ONLY,
+        _LINUX_ABI,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -340,6 +351,23 @@ VALUE_RULES: tuple[ValueRule, ...] = (
         ),
         lambda v, c: c.link_layer != "ethernet",
         _LINUX_ONLY,
+    ),
+    ValueRule(
+        Attr.ALT_PATH,
+        _r(
+            "alt_path.iwarp",
+            "alternate paths (APM) are refused on iWARP ports: the core handles them for IB "
+            "ports only",
+            Source(
+                KERNEL_VERBS_C,
+                "_ib_modify_qp(): IB_QP_ALT_PATH unless rdma_protocol_ib() on both ports -> "
+                "-EINVAL ('the core code can only handle alternate paths and APM for IB')",
+            ),
+            MUST,
+            CORE,
+        ),
+        lambda v, c: False,
+        frozenset({"iwarp"}),
     ),
     ValueRule(
         Attr.PATH_MIG_STATE,

@@ -32,6 +32,8 @@ class Expectation:
     this order, within a bounded wait. `never_run` lists WRs that must never
     produce a completion at all. `events` must appear; `forbidden_events` must not;
     `allowed_events` may appear once each, or not at all (a "may" rule, e.g. COMM_EST).
+    `may_land` are other states an accepted modify may leave the QP in (a "may" rule of
+    the iwarp table: drivers differ on whether the move happens).
     """
 
     verb: str
@@ -46,6 +48,7 @@ class Expectation:
     never_run: frozenset[int] = frozenset()
     checked: tuple[Rule, ...] = field(default=(), compare=False)
     allowed_events: tuple[EventType, ...] = ()
+    may_land: frozenset[QPState] = frozenset()
 
     def state_after(self, accepted: bool) -> QPState:
         """The state the QP must be in once the verb returned; a failed verb changes nothing."""

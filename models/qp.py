@@ -6,6 +6,12 @@ This two-step protocol keeps the model honest about "a failed verb changes
 nothing" and lets the harness follow a device through an accepted (quirked)
 divergence. Automatic events (transport errors, completions) are facts and
 take effect at once.
+
+Under the `iwarp` variant (models/table.py) modify and the posts follow an iWARP
+RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
+IDLE (WRs stay queued across them), RTS is reached only through the connection
+manager, IB-only attributes are left to the driver, nothing is read back but the
+state, and where the iWARP drivers differ the expectation is "either".
 """
 
 import errno
@@ -87,7 +93,9 @@ class QPModel:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
         self._modify_mask = mask
-        checked: list[Rule] = self.stored.rules(mask)  # what query_qp is compared with after it
+        iwarp = self.table.name == "iwarp"
+        # what query_qp is compared with after it (iwarp: the state only)
+        checked: list[Rule] = [] if iwarp else self.stored.rules(mask)
 
         # Where a device that wrongly accepts this modify would go (reports name the target).
         asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
@@ -115,6 +123,8 @@ class QPModel:
             Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
         ):
             return refuse(rules.STATE_RANGE)
+        if iwarp:
+            return self._modify_iwarp(attrs, mask, checked, refuse)
 
         if self.table.name == "linux":
             mask, attrs, refusal, consulted = uverbs.rewrite(
@@ -161,16 +171,28 @@ class QPModel:
         return self._propose(exp, effect)
 
     def query(self) -> Expectation:
-        """query_qp: always accepted, reports the current state."""
+        """query_qp: always accepted, reports the current state (under one of the names
+        `reported()` allows)."""
+        rule = rules.IWARP_QUERY if self.table.name == "iwarp" else rules.QUERY
         return self._propose(
-            self._exp("query", Outcome.ACCEPT, rules.QUERY, self.state,
-                      checked=[rules.QUERY, *self.stored.rules()]),
+            self._exp(
+                "query", Outcome.ACCEPT, rule, self.state, checked=[rule, *self.stored.rules()]
+            ),
             None,
         )
+
+    def reported(self, state: QPState | None = None) -> frozenset[QPState]:
+        """The states query_qp may report for a QP in `state` (default: the model's).
+
+        Only the iwarp variant has more than one: IDLE entered as RESET or RTR may read
+        back as INIT, and a closing QP may already read back as where the close ends."""
+        return self.table.reported(self.state if state is None else state)
 
     def post_send(self, wr_id: int) -> Expectation:
         """post_send of one signaled WR."""
         st = self.state
+        if self.table.name == "iwarp":
+            return self._post_iwarp("send", wr_id)
         if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
             exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
             return self._propose_post(exp, wr_id)
@@ -194,6 +216,8 @@ class QPModel:
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
+        if self.table.name == "iwarp":
+            return self._post_iwarp("recv", wr_id)
         if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
             exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
             return self._propose_post(exp, wr_id)
@@ -317,6 +341,145 @@ class QPModel:
             completions=flushed,
             events=(event,),
         )
+
+    # ------------------------------------------------------------------------------ iWARP
+    def _modify_iwarp(
+        self,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        checked: list[Rule],
+        refuse: Callable[..., Expectation],
+    ) -> Expectation:
+        """modify_qp on an iWARP QP, after the uverbs mask and state checks every device gets.
+
+        In Linux's order: uverbs rewrites and checks the mask and values (port, AV, Q_Key),
+        the core checks GIDs and bans alternate paths (APM is IB only), then the driver:
+        RATE_LIMIT refused, the iwarp table from the QP's own state (CUR_STATE is not
+        checked), a "may" entry or an IB-only attribute lets the driver refuse.
+        """
+        if self.qp_type not in self.table.qp_types:
+            exp = self._exp("modify", Outcome.REFUSE, rules.IWARP_RC_ONLY, self.state)
+            return self._propose(exp, None)
+        if Attr.RATE_LIMIT in mask:
+            checked.append(rules.IWARP_RATE_LIMIT)
+            return refuse(rules.IWARP_RATE_LIMIT, frozenset({errno.EOPNOTSUPP}))
+        mask, attrs, refusal, consulted = uverbs.rewrite(
+            self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
+        )
+        checked.extend(consulted)
+        if refusal is not None:
+            return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
+        checked.extend(rules_for(mask, self.table.name))
+        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:  # uverbs and core: before any driver
+            return refuse(strict[0].rule, strict[0].errnos)
+
+        cur = self.state
+        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
+        entry = self.table.lookup(self.qp_type, cur, nxt)
+        if entry is None:
+            return refuse(self.table.invalid_rule(cur, nxt, self.qp_type))
+        checked.append(entry.rule)
+        outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
+        if entry.rule.kind == MAY:
+            outcome = Outcome.EITHER
+        if int(mask) & ~int(entry.allowed | Attr.CUR_STATE):
+            checked.append(rules.IWARP_IB_ATTRIBUTES)
+            if outcome is Outcome.ACCEPT:
+                outcome, rule = Outcome.EITHER, rules.IWARP_IB_ATTRIBUTES
+        if Attr.CUR_STATE in mask:
+            checked.append(rules.IWARP_CUR_STATE)
+            if attrs["cur_qp_state"] != cur and outcome is Outcome.ACCEPT:
+                outcome, rule = Outcome.EITHER, rules.IWARP_CUR_STATE
+        if broken and outcome is Outcome.ACCEPT:  # only "may" value rules are left
+            outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
+        exp, effect = self._transition_iwarp(
+            entry.after, entry.may_land, mask, attrs, outcome, rule, checked
+        )
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
+
+    def _transition_iwarp(
+        self,
+        after: QPState,
+        may_land: frozenset[QPState],
+        mask: Attr,
+        attrs: Mapping[str, int],
+        outcome: Outcome,
+        rule: Rule,
+        checked: list[Rule],
+    ) -> tuple[Expectation, Callable[[], None]]:
+        """Expectation and effect of an accepted iWARP modify that leaves the QP in `after`.
+
+        Entering ERR, or closing the connection (RTS->SQD/SQE), flushes every outstanding
+        WR; IDLE to IDLE keeps them queued; a QP without a connection raises no event (one
+        with a connection may: the close is the connection manager's, not modelled yet).
+        """
+        cur = self.state
+        idle = (S.RESET, S.INIT, S.RTR)
+        flush = (after == S.ERR and cur != S.ERR) or (cur == S.RTS and after in (S.SQD, S.SQE))
+        completions: tuple[ExpectedCompletion, ...] = ()
+        forbidden: tuple[EventType, ...] = ()
+        if flush:
+            checked.append(rules.IWARP_FLUSH_ON_ERROR)
+            completions = self._flushes()
+        elif cur in idle and after in idle:
+            checked.append(rules.IWARP_IDLE_KEEPS_WRS)
+        if cur in (*idle, S.ERR):
+            checked.append(rules.IWARP_MODIFY_NO_EVENT)
+            forbidden = (*_ERROR_EVENTS, EventType.SQ_DRAINED)
+
+        def effect() -> None:
+            if flush:
+                self._flush_all()
+            if Attr.PORT in mask:
+                self.port = attrs["port_num"]
+            self._enter(after)
+
+        exp = self._exp(
+            "modify",
+            outcome,
+            rule,
+            cur,
+            after,
+            completions=completions,
+            forbidden_events=forbidden,
+            checked=checked,
+        )
+        return replace(exp, may_land=may_land), effect
+
+    def _post_iwarp(self, queue: str, wr_id: int) -> Expectation:
+        """post_send/post_recv on an iWARP QP: accepted in IDLE (receives) and RTS; elsewhere
+        the provider may refuse, and an accepted WR is held (a send in IDLE) or flushed."""
+        st, verb = self.state, f"post_{queue}"
+        if self.qp_type not in self.table.qp_types:  # no such QP: any errno
+            return self._propose_post(
+                self._exp(verb, Outcome.REFUSE, rules.IWARP_RC_ONLY, st), wr_id
+            )
+        if st == S.RTS or (queue == "recv" and st in (S.RESET, S.INIT, S.RTR)):
+            rule = (
+                rules.IWARP_SEND_RTS
+                if queue == "send"
+                else (rules.IWARP_RECV_RTS if st == S.RTS else rules.IWARP_RECV_IDLE[st.name])
+            )
+            started = queue == "send"
+
+            def effect() -> None:
+                if started:
+                    self.sends.append(_SendWR(wr_id, True))
+                else:
+                    self.recvs.append(wr_id)
+
+            return self._propose(self._exp(verb, Outcome.ACCEPT, rule, st), effect, wr_id)
+        if queue == "send" and st in (S.RESET, S.INIT, S.RTR):
+            exp = self._exp(verb, Outcome.EITHER, rules.IWARP_SEND_IDLE[st.name], st)
+            return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, False)), wr_id)
+        closed = rules.IWARP_SEND_CLOSED if queue == "send" else rules.IWARP_RECV_CLOSED
+        flush = (ExpectedCompletion(wr_id, queue, WCStatus.WR_FLUSH_ERR),)
+        exp = self._exp(verb, Outcome.EITHER, closed[st.name], st, completions=flush)
+        return self._propose(exp, None, wr_id)
 
     # ------------------------------------------------------------------------- internals
     def _transition(

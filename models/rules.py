@@ -13,6 +13,8 @@ from models.sources import (
     Rule,
     Source,
     ibta,
+    iwarp_drivers,
+    siw,
 )
 
 _STATES = "ch. 10.3.1 QP states"
@@ -228,3 +230,216 @@ def post_rule(queue: str, state: str, accepted: bool, what: str) -> Rule:
         kind=OPTIONAL if state in ("SQD", "SQE") else MUST,
         layer=DRIVER if accepted else PROVIDER,
     )
+
+
+# ------------------------------------------------------------------------------- iWARP
+# The `iwarp` variant (models/table.py) has rules of its own: an iWARP QP is not an
+# InfiniBand QP. Each cites the Linux iWARP drivers (siw, cxgb4, irdma's iWARP path),
+# iwcm.c, rdma-core's providers and, where they speak, the RDMAC verbs and RFC 5040/5044.
+# "must" where the drivers agree, "may" where they legitimately differ; a behaviour of
+# siw alone is a quirk for its profile, not a rule.
+
+_IDLE_POST = (
+    "siw_post_receive() (siw_verbs.c) refuses only a state above RTS; libsiw "
+    "siw_post_recv() writes the mmapped RQ with no state check; libcxgb4 "
+    "c4iw_post_receive() refuses only a WQ in error; irdma does not check the state"
+)
+
+IWARP_RC_ONLY = Rule(
+    "iwarp.qp_type.rc_only",
+    "iWARP QPs are RC only: create_qp of any other type is refused (EOPNOTSUPP), so no "
+    "verb of such a QP is modelled",
+    iwarp_drivers(
+        "siw_create_qp() (siw_verbs.c): qp_type != IB_QPT_RC -> -EOPNOTSUPP; c4iw_create_qp() "
+        "(cxgb4 qp.c): qp_type != IB_QPT_RC -> -EOPNOTSUPP; irdma_validate_qp_attrs() "
+        "(irdma verbs.c): not RoCE and qp_type != IB_QPT_RC -> -EOPNOTSUPP"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+IWARP_CUR_STATE = Rule(
+    "iwarp.cur_state.ignored",
+    "CUR_STATE is not checked: no iWARP driver calls ib_modify_qp_is_ok(), so a modify is "
+    "judged from the QP's own state; a cur_qp_state that differs from it may make the "
+    "driver refuse",
+    iwarp_drivers(
+        "siw_verbs_modify_qp() (siw_verbs.c), c4iw_ib_modify_qp() (cxgb4 qp.c) and "
+        "irdma_modify_qp() (irdma verbs.c) never read cur_qp_state; man ibv_modify_qp(3): "
+        "qp_cur_state 'Assume this is the current QP state'"
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+IWARP_IB_ATTRIBUTES = Rule(
+    "iwarp.modify.ib_attributes",
+    "a mask bit for an InfiniBand attribute an iWARP QP has no use for (P_Key, Q_Key, port, "
+    "AV, MTU, PSNs, timeouts, retries, RNR, rd_atomic depths, path migration, SQD "
+    "notification, CAP), or ACCESS_FLAGS outside IDLE, is left to the driver: siw and irdma "
+    "ignore it, cxgb4 refuses some (EIO, EINVAL)",
+    iwarp_drivers(
+        "siw_verbs_modify_qp() (siw_verbs.c) and irdma_modify_qp() (irdma verbs.c) read only "
+        "IB_QP_STATE and IB_QP_ACCESS_FLAGS; c4iw_ib_modify_qp() (cxgb4 qp.c) also takes "
+        "SQ_PSN/RQ_PSN as doorbells (-EINVAL unless T4) and c4iw_modify_qp() refuses attribute "
+        "changes outside IDLE (-EIO); iwcm.c iwcm_init_qp_init_attr(): the iWARP CM asks for "
+        "STATE|ACCESS_FLAGS only"
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+IWARP_RATE_LIMIT = Rule(
+    "iwarp.modify.rate_limit",
+    "RATE_LIMIT (beyond the standard mask bits) is refused with EOPNOTSUPP",
+    iwarp_drivers(
+        "siw_verbs_modify_qp() (siw_verbs.c), c4iw_ib_modify_qp() (cxgb4 qp.c) and "
+        "irdma_modify_qp() (irdma verbs.c): attr_mask & ~IB_QP_ATTR_STANDARD_BITS -> "
+        "-EOPNOTSUPP"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+IWARP_QUERY = Rule(
+    "iwarp.query.state",
+    "query_qp reports the state as Linux names iWARP's: IDLE as INIT (a QP last moved to "
+    "RESET or RTR may read back as that state instead), RTS, CLOSING as SQD, TERMINATE as "
+    "SQE, ERROR as ERR; after RESET->INIT it reads INIT",
+    iwarp_drivers(
+        "siw_query_qp() (siw_verbs.c, 6.12): siw_qp_state_to_ib_qp_state[] maps IDLE to "
+        "IB_QPS_INIT, CLOSING to SQD, TERMINATE to SQE (6.1 never sets qp_state: fixed by "
+        "'RDMA/siw: Set qp_state in siw_query_qp'); c4iw_ib_query_qp() (cxgb4 qp.c): "
+        "to_ib_qp_state() maps IDLE to IB_QPS_INIT; irdma_query_qp() (irdma verbs.c) reports "
+        "ibqp_state, the IB state last asked for"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+IWARP_IDLE_REPORTED = Rule(
+    "iwarp.query.idle_state",
+    "a QP in IDLE last moved to RESET or RTR (or never moved) may read back as INIT, the "
+    "name siw and cxgb4 give IDLE, or as the state asked for (irdma)",
+    iwarp_drivers(
+        "siw_qp_state_to_ib_qp_state[SIW_QP_STATE_IDLE] = IB_QPS_INIT (siw_verbs.c, 6.12); "
+        "to_ib_qp_state(C4IW_QP_STATE_IDLE) = IB_QPS_INIT (cxgb4 iw_cxgb4.h); "
+        "irdma_query_qp(): attr->qp_state = iwqp->ibqp_state (irdma verbs.c)"
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+IWARP_IDLE_KEEPS_WRS = Rule(
+    "iwarp.reset.idle",
+    "->RESET, ->INIT and ->RTR of an idle QP leave it IDLE: outstanding WRs stay queued "
+    "(neither discarded nor flushed) and are flushed by a later move to ERR",
+    iwarp_drivers(
+        "ib_qp_state_to_siw_qp_state[] (siw_verbs.c) maps RESET and INIT to IDLE and "
+        "siw_qp_nextstate_from_idle() (siw_qp.c) changes nothing for them; c4iw_convert_state() "
+        "(cxgb4 iw_cxgb4.h) maps RESET and INIT to IDLE, c4iw_modify_qp() does nothing for "
+        "the same state (irdma_modify_qp() maps RESET to its ERROR state: an irdma difference)"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+IWARP_FLUSH_ON_ERROR = Rule(
+    "iwarp.err.flush",
+    "entering ERR (or closing the connection) completes every outstanding WR with "
+    "WR_FLUSH_ERR, in posting order per queue",
+    iwarp_drivers(
+        "siw_qp_nextstate_from_idle() and siw_qp_nextstate_from_rts() (siw_qp.c): "
+        "siw_rq_flush()/siw_sq_flush(); c4iw_modify_qp() (cxgb4 qp.c): flush_qp(); "
+        "irdma_modify_qp(): irdma_flush_wqes(); RDMAC verbs Error state: outstanding WRs "
+        "complete in error"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+IWARP_MODIFY_NO_EVENT = Rule(
+    "iwarp.modify.no_event",
+    "a modify of a QP without a connection (IDLE, ERR) raises no async event",
+    siw(
+        "siw_qp_modify() (siw_qp.c): no siw_qp_event() on a move from IDLE or ERROR (events "
+        "come from the connection: siw_qp_rx.c/siw_qp_tx.c, and siw_sq_flush() after RTS)"
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+
+
+def iwarp_post_rule(queue: str, state: str, kind: str, what: str, where: str) -> Rule:
+    """The rule deciding a post_send/post_recv in one state of an iWARP QP.
+
+    A "must" rule accepts (the driver's); a "may" rule lets the provider refuse, and says
+    what becomes of the WR if it accepts.
+    """
+    verb = "post_send" if queue == "send" else "post_recv"
+    return Rule(
+        f"iwarp.{verb}.{state}",
+        f"{verb} in {state}: {what}",
+        iwarp_drivers(where),
+        kind=kind,
+        layer=DRIVER if kind == MUST else PROVIDER,
+    )
+
+
+IWARP_RECV_IDLE = {
+    st: iwarp_post_rule("recv", st, MUST, "accepted and queued (the QP is IDLE)", _IDLE_POST)
+    for st in ("RESET", "INIT", "RTR")
+}
+IWARP_RECV_RTS = iwarp_post_rule("recv", "RTS", MUST, "accepted and queued", _IDLE_POST)
+_FLUSHED_IF_ACCEPTED = "refused, or accepted and completed with WR_FLUSH_ERR"
+IWARP_RECV_CLOSED = {
+    st: iwarp_post_rule(
+        "recv",
+        st,
+        MAY,
+        _FLUSHED_IF_ACCEPTED,
+        "siw_post_receive() (siw_verbs.c): -ENOTCONN above RTS but in ERROR, where it "
+        "flushes the WR at once (ib_drain_rq() in verbs.c relies on that); libcxgb4 "
+        "c4iw_post_receive(): -EINVAL once the WQ is in error; irdma accepts",
+    )
+    for st in ("SQD", "SQE", "ERR")
+}
+IWARP_SEND_IDLE = {
+    st: iwarp_post_rule(
+        "send",
+        st,
+        MAY,
+        "refused (siw: ENOTCONN), or accepted and held until a connection brings the QP to "
+        "RTS (flushed by a move to ERR); a refused WR must never run",
+        "siw_post_send() (siw_verbs.c): -ENOTCONN outside RTS and ERROR (libsiw rings that "
+        "doorbell with write(), which returns -1: pyverbs sees no errno); libcxgb4 "
+        "c4iw_post_send() and irdma do not check the state",
+    )
+    for st in ("RESET", "INIT", "RTR")
+}
+IWARP_SEND_RTS = iwarp_post_rule(
+    "send",
+    "RTS",
+    MUST,
+    "accepted and started",
+    "siw_post_send() (siw_verbs.c) in SIW_QP_STATE_RTS; libcxgb4 c4iw_post_send(); irdma",
+)
+IWARP_SEND_CLOSED = {
+    st: iwarp_post_rule(
+        "send",
+        st,
+        MAY,
+        _FLUSHED_IF_ACCEPTED,
+        "siw_post_send() (siw_verbs.c): -ENOTCONN in CLOSING and TERMINATE, in ERROR "
+        "siw_sq_flush_wr() completes the WR at once (__ib_drain_sq() in verbs.c relies on "
+        "that); libcxgb4 c4iw_post_send(): -EINVAL once the WQ is in error",
+    )
+    for st in ("SQD", "SQE", "ERR")
+}
+
+#: Rules of the InfiniBand variants the iwarp variant never consults (it has its own, or the
+#: feature does not exist on iWARP): a report of an iwarp run does not list them.
+IWARP_NEVER_CONSULTS = frozenset(
+    {
+        CUR_STATE_ALLOWED.id,
+        CUR_STATE_ASSUMED.id,
+        MODIFY_NO_EVENT.id,
+        FLUSH_ON_ERROR.id,
+        DISCARD_ON_RESET.id,
+        QUERY.id,
+        XRC_RECV_NO_SQ.id,
+        XRC_NO_RQ.id,
+    }
+)

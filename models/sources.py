@@ -28,6 +28,16 @@ KERNEL_UVERBS_CMD_C = "linux drivers/infiniband/core/uverbs_cmd.c"
 LIBIBVERBS = "rdma-core libibverbs"
 IBTA_VOL1 = "IBTA InfiniBand Architecture Specification Vol. 1"
 KERNEL_CACHE_C = "linux drivers/infiniband/core/cache.c"
+#: iWARP: the software RNIC, the iWARP connection manager, two hardware RNIC drivers, the
+#: user-space providers, and the specifications (RDMAC verbs, RDMAP, MPA).
+KERNEL_SIW = "linux drivers/infiniband/sw/siw (6.1 and 6.12)"
+KERNEL_IWCM_C = "linux drivers/infiniband/core/iwcm.c"
+KERNEL_CXGB4 = "linux drivers/infiniband/hw/cxgb4"
+KERNEL_IRDMA = "linux drivers/infiniband/hw/irdma/verbs.c"
+LIBSIW = "rdma-core providers/siw/siw.c"
+RDMAC_VERBS = "RDMA Protocol Verbs Specification (RDMAC, draft-hilland-rddp-verbs-00)"
+RFC5040 = "IETF RFC 5040 (RDMAP)"
+RFC5044 = "IETF RFC 5044 (MPA)"
 
 MUST, MAY, OPTIONAL = "must", "may", "optional"
 KINDS = (MUST, MAY, OPTIONAL)
@@ -79,3 +89,14 @@ def kernel_table(cur: str, nxt: str) -> Source:
 def ibta(location: str, quote: str = "") -> Source:
     """A place in the InfiniBand Architecture Specification, Volume 1."""
     return Source(IBTA_VOL1, location, quote)
+
+
+def siw(location: str, quote: str = "") -> Source:
+    """A place in the siw driver (the same code in Linux 6.1 and 6.12 unless said)."""
+    return Source(KERNEL_SIW, location, quote)
+
+
+def iwarp_drivers(location: str) -> Source:
+    """What the Linux iWARP drivers (siw, cxgb4, irdma's iWARP path) do, each named in
+    `location`: where they agree the model says "must", where they differ "may"."""
+    return Source("linux iWARP drivers (siw, cxgb4, irdma)", location)

@@ -25,6 +25,7 @@ from models.sources import Rule
 from models.table import variant as table_variant
 from reports.quirk_matches import quirk_matches, with_provenance
 
+S = QPState
 REPORT_SCHEMA = 1
 REPORT_KIND = "qpconform-report"
 POST_VERBS = ("post_send", "post_recv")
@@ -94,12 +95,16 @@ def rule_group(rule_id: str) -> str:
         return "attribute values"
     if rule_id.startswith(("ibta.post_send.", "ibta.post_recv.", "ibta.sqd.hold")):
         return "post rules"
+    if rule_id.startswith(("iwarp.post_send.", "iwarp.post_recv.")):
+        return "post rules"
     if rule_id.startswith(("ibta.sqd.", "pair.sqd.")):
         return "drain"
     if rule_id.startswith(("ibta.err.", "ibta.sqe.", "pair.rc.", "pair.uc.", "pair.bad_",
                            "pair.unreliable.", "pair.completion_error.")):
         return "error handling"
-    if rule_id.startswith(("uverbs.", "linux.cur_state.")):
+    if rule_id.startswith("iwarp.err."):
+        return "error handling"
+    if rule_id.startswith(("uverbs.", "linux.cur_state.", "iwarp.cur_state.", "iwarp.modify.")):
         return "modify checks"
     return "completions and lifecycle"
 
@@ -118,13 +123,19 @@ def _post_expectation(qp_type: QPType, verb: str, state: QPState, variant: str) 
 
 
 def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
-    """Every rule of one model variant that a run on these QP types can exercise."""
+    """Every rule of one model variant that a run on these QP types can exercise (a type
+    the variant does not know, e.g. UD under iwarp, brings only the rule that says so)."""
     table = table_variant(variant)
-    types = [QPType[t] for t in qp_types] if qp_types else list(QPType)
+    asked = [QPType[t] for t in qp_types] if qp_types else list(QPType)
+    types = [t for t in asked if t in table.qp_types]
     found: dict[str, Rule] = {}
 
     def add(rule: Rule) -> None:
         found.setdefault(rule.id, rule)
+
+    unknown = [t for t in asked if t not in table.qp_types]
+    if unknown:
+        add(table.invalid_rule(S.RESET, S.INIT, unknown[0]))
 
     for t in table:
         if t.qp_type not in types:
@@ -138,13 +149,14 @@ def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str
                     summary=f"{t.rule.summary}; refused when a required bit is missing",
                 )
             )
-        add(
-            replace(
-                t.rule,
-                id=f"{t.rule.id}.{model_rules_module.EXTRA_BITS}",
-                summary=f"{t.rule.summary}; refused when the mask adds other bits",
+        if variant != "iwarp":  # iwarp leaves other bits to the driver (IWARP_IB_ATTRIBUTES)
+            add(
+                replace(
+                    t.rule,
+                    id=f"{t.rule.id}.{model_rules_module.EXTRA_BITS}",
+                    summary=f"{t.rule.summary}; refused when the mask adds other bits",
+                )
             )
-        )
     for cur in STATES:
         for nxt in STATES:
             if any(table.lookup(q, cur, nxt) is None for q in types):
@@ -154,18 +166,29 @@ def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str
             add(vr.rule)
     if variant == "linux":
         add(PSN_MASKED)
+    if variant in ("linux", "iwarp"):  # the uverbs layer is every Linux device's
         for value in vars(uverbs).values():
             if isinstance(value, Rule):
                 add(value)
     for module in (model_rules_module, pair_rules_module, readback):
         for value in vars(module).values():
-            if isinstance(value, Rule):
+            if isinstance(value, Rule) and _consults(variant, value, module is readback):
                 add(value)
     for q in types:
         for verb in POST_VERBS:
             for state in STATES:
                 add(_post_expectation(q, verb, state, variant).rule)
     return dict(sorted(found.items(), key=lambda kv: (RULE_GROUPS.index(rule_group(kv[0])), kv[0])))
+
+
+def _consults(variant: str, rule: Rule, readback_rule: bool) -> bool:
+    """Does a variant's model consult a rule its modules define? The iwarp rules belong
+    to iwarp only; iwarp has its own for some InfiniBand ones and reads back no attribute."""
+    if rule.id.startswith("iwarp."):
+        return variant == "iwarp"
+    if variant != "iwarp":
+        return True
+    return not readback_rule and rule.id not in model_rules_module.IWARP_NEVER_CONSULTS
 
 
 def _rule_dict(rule: Rule) -> dict[str, str]:
@@ -235,7 +258,7 @@ def transition_matrices(run: Mapping[str, Any], variant: str) -> list[dict[str, 
         for cur in STATES:
             for nxt in STATES:
                 entry = table.lookup(qp_type, cur, nxt)
-                rule = entry.rule if entry else table.invalid_rule(cur, nxt)
+                rule = entry.rule if entry else table.invalid_rule(cur, nxt, qp_type)
                 cells.setdefault(cur.name, {})[nxt.name] = {
                     "legal": entry is not None,
                     "rule": rule.id,
@@ -469,7 +492,7 @@ def setting_rows(settings: Mapping[str, Any], started: str | None) -> list[dict[
         {"key": k, "label": label, "value": values.get(k), "missing": values.get(k) in (None, "")}
         for k, label in SETTING_FIELDS
     ]
-    shown = {k for k, _ in SETTING_FIELDS} | {"variant", "qp_types"}
+    shown = {k for k, _ in SETTING_FIELDS} | {"variant", "variant_reason", "qp_types"}
     rows += [
         {"key": k, "label": k, "value": v, "missing": False}
         for k, v in sorted(values.items())

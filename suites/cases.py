@@ -24,6 +24,7 @@ ALL_QP_TYPES: tuple[QPType, ...] = tuple(QPType)
 
 SQE_SKIP = "SQE is entered only by a send error: covered by the error-handling suite"
 POST_SEND_SKIP = "post_send in {state} needs a peer: covered by the traffic suite"
+UNKNOWN_TYPE_SKIP = "the {variant} variant has no {qp_type} QPs ({why})"
 
 #: The forward path bring-up follows; SQD hangs off RTS.
 FORWARD_PATH: tuple[QPState, ...] = (S.RESET, S.INIT, S.RTR, S.RTS, S.SQD)
@@ -139,10 +140,11 @@ def resolve(name: str, value: int | Bound, caps: DeviceCaps) -> int:
 
 # ------------------------------------------------------------------------- helpers
 def reachable_states(table: TransitionTable, qp_type: QPType) -> list[QPState]:
-    """States a modify walk from RESET can reach, in ABI order."""
+    """States a modify walk from RESET can reach, in ABI order (iwarp: not RTS and what
+    follows it, which only a connection reaches)."""
     seen, todo = {S.RESET}, [S.RESET]
     while todo:
-        for nxt in table.targets(qp_type, todo.pop()):
+        for nxt in table.moves_to(qp_type, todo.pop()):
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
@@ -161,6 +163,16 @@ def _types(qp_types: Iterable[QPType] | None) -> tuple[QPType, ...]:
     return ALL_QP_TYPES if qp_types is None else tuple(QPType(t) for t in qp_types)
 
 
+def _unknown_type(table: TransitionTable, qp_type: QPType, feature: str) -> Group | None:
+    """One reported skip for a QP type the variant does not have (iwarp: all but RC)."""
+    if qp_type in table.qp_types:
+        return None
+    why = table.invalid_rule(S.RESET, S.INIT, qp_type).summary
+    reason = UNKNOWN_TYPE_SKIP.format(variant=table.name, qp_type=qp_type.name, why=why)
+    gid = f"{qp_type.name}-not-in-{table.name}"
+    return Group(gid, feature, qp_type, S.RESET, None, (), reason)
+
+
 # --------------------------------------------------------------------- transitions
 def transition_groups(
     variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
@@ -169,6 +181,10 @@ def transition_groups(
     table = variant(variant_name)
     groups: list[Group] = []
     for qp_type in _types(qp_types):
+        unknown = _unknown_type(table, qp_type, "transitions")
+        if unknown is not None:
+            groups.append(unknown)
+            continue
         reachable = reachable_states(table, qp_type)
         for cur in STATES:
             for nxt in STATES:
@@ -370,6 +386,10 @@ def attribute_groups(
     table = variant(variant_name)
     groups: list[Group] = []
     for qp_type in _types(qp_types):
+        unknown = _unknown_type(table, qp_type, "attributes")
+        if unknown is not None:
+            groups.append(unknown)
+            continue
         for b in BOUNDARIES:
             pair = b.pairs[0] if b.pairs else boundary_pair(table, qp_type, b.bit)
             if pair is None:
@@ -405,6 +425,10 @@ def post_groups(
     table = variant(variant_name)
     groups: list[Group] = []
     for qp_type in _types(qp_types):
+        unknown = _unknown_type(table, qp_type, "post rules")
+        if unknown is not None:
+            groups.append(unknown)
+            continue
         reachable = reachable_states(table, qp_type)
         for state in POST_STATES:
             for verb in ("post_recv", "post_send"):
@@ -421,14 +445,17 @@ def post_groups(
     return groups
 
 
-def after_post_path(state: QPState) -> tuple[QPState, ...]:
-    """Where a QP goes after a post so the WR's fate shows: on to RTS (if before it), then ERR.
+def after_post_path(
+    state: QPState, reachable: Iterable[QPState] | None = None
+) -> tuple[QPState, ...]:
+    """Where a QP goes after a post so the WR's fate shows: on to RTS (if before it and
+    `reachable` has it; default: it does), then ERR.
 
     A refused WR must then never complete; an accepted one must be flushed.
     """
     if state == S.ERR:
         return ()
-    if state in (S.RESET, S.INIT, S.RTR):
+    if state in (S.RESET, S.INIT, S.RTR) and (reachable is None or S.RTS in reachable):
         return (*forward_steps(state, S.RTS), S.ERR)
     return (S.ERR,)
 

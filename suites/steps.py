@@ -22,8 +22,11 @@ from suites.cases import Case, Group
 
 # ------------------------------------------------------------------ parametrisation
 def collection_variant(config: pytest.Config) -> str:
-    """The model variant the session runs, known at collection (the plugin's --variant)."""
-    return str(config.getoption("variant", default=None) or "linux")
+    """The model variant the session runs, known at collection (the plugin's --variant,
+    `auto` resolved at configure time; without a device nothing resolves it and no suite
+    test runs: linux, so that collection still works)."""
+    found = str(config.getoption("variant", default=None) or "linux")
+    return "linux" if found == "auto" else found
 
 
 def parametrize(metafunc: pytest.Metafunc, argname: str, groups: Iterable[Group]) -> None:

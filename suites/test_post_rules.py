@@ -1,7 +1,8 @@
 """post_send / post_recv in each state, and the fate of the WR afterwards.
 
-After the post the QP goes on to RTS (if it was before it) and then to ERR: a refused WR must
-never complete (a failed post leaves no trace), an accepted one must be flushed.
+After the post the QP goes on to RTS (if it was before it and a modify can reach RTS: not on
+iWARP) and then to ERR: a refused WR must never complete (a failed post leaves no trace), an
+accepted one must be flushed.
 """
 
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from models.enums import QPType
 from qpconform.engine.device import Device
 from qpconform.engine.lone import CheckedQP, Checker
 from suites import steps
-from suites.cases import Case, Group, after_post_path, post_groups
+from suites.cases import Case, Group, after_post_path, post_groups, reachable_states
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -25,7 +26,7 @@ def _post_and_follow(qp: CheckedQP, case: Case) -> None:
     steps.bring_to(qp, case.cur)
     getattr(qp, case.kind)()  # post_send / post_recv: the checker picks the wr_id
     qp.settle()
-    for nxt in after_post_path(case.cur):
+    for nxt in after_post_path(case.cur, reachable_states(qp.model.table, qp.qp_type)):
         steps.step_to(qp, nxt)
     qp.settle()
 

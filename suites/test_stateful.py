@@ -35,7 +35,8 @@ from hypothesis.stateful import (
 
 from fixtures.budget import Budget, spend
 from models.attributes import DeviceCaps
-from models.enums import STATES, Attr, QPState
+from models.enums import STATES, Attr, QPState, QPType
+from models.table import variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker
@@ -44,6 +45,7 @@ from qpconform.engine.text import C_FIELD_BITS, mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
 from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceList
 from reports.reproducer import write_reproducer
+from suites.cases import reachable_states
 
 S = QPState
 
@@ -150,11 +152,16 @@ class QPMachine(RuleBasedStateMachine):
     def _open(self, data: st.DataObject) -> CheckedQP:
         """A new QP, brought up to a drawn start state (RESET when shrunk)."""
         qp_type = data.draw(st.sampled_from(self.types), label="qp_type")
-        start = data.draw(st.sampled_from(START_STATES), label="start")
+        starts = [s for s in START_STATES if s in self._reachable(qp_type)]
+        start = data.draw(st.sampled_from(starts), label="start")
         qp = self.checker.open_qp(qp_type)
         self.posts[qp.qp_num] = 0
         qp.bring_to(start)
         return qp
+
+    def _reachable(self, qp_type: QPType) -> list[QPState]:
+        """States a modify walk reaches for this type (iwarp: not RTS, a connection's)."""
+        return reachable_states(variant(self.checker.variant), qp_type)
 
     @initialize(target=qps, data=st.data())
     def first_qp(self, data: st.DataObject) -> CheckedQP:
@@ -208,12 +215,17 @@ class QPMachine(RuleBasedStateMachine):
 
     @rule(qp=qps, state=st.sampled_from([S.INIT, S.RTR, S.RTS, S.SQD, S.ERR, S.RESET]))
     def bring_to(self, qp: CheckedQP, state: QPState) -> None:
-        """The legal bring-up path to a state (valid attributes, exactly-required masks)."""
-        qp.bring_to(state)
+        """The legal bring-up path to a state (valid attributes, exactly-required masks);
+        nothing when no modify walk gets there (iwarp: RTS and beyond)."""
+        if state in self._reachable(qp.qp_type):
+            qp.bring_to(state)
 
     @rule(qp=qps, notify=st.booleans())
     def drain(self, qp: CheckedQP, notify: bool) -> None:
-        """RTS->SQD with or without EN_SQD_ASYNC_NOTIFY: SQ_DRAINED iff asked for."""
+        """RTS->SQD with or without EN_SQD_ASYNC_NOTIFY: SQ_DRAINED iff asked for (nothing
+        when a modify walk cannot reach RTS: iwarp)."""
+        if S.RTS not in self._reachable(qp.qp_type):
+            return
         qp.bring_to(S.RTS)
         mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
         attrs = qp.attrs_for(mask, S.SQD)

@@ -61,6 +61,8 @@ FAULTS: dict[str, str] = {
     "the mask",
     "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
     "rest are lost and CQ_ERR is raised",
+    "query_state_unset": "query_qp never sets qp_state, so it reads RESET whatever the state "
+    "(siw in Linux 6.1; fixed upstream by 'RDMA/siw: Set qp_state in siw_query_qp')",
 }
 #: What the fake stores and query_qp reports, per mask bit (a driver's attribute struct).
 STORED_FIELDS: dict[Attr, tuple[str, ...]] = {
@@ -101,11 +103,19 @@ class FakeQP:
         return fault in self.device.faults
 
     # ----------------------------------------------------------------------- verbs
+    def _accepts(self, exp: Expectation) -> bool:
+        """Where the model lets the device choose, this fake accepts unless told to refuse."""
+        if exp.outcome is Outcome.EITHER:
+            return not self.device.refuse_either
+        return exp.outcome is Outcome.ACCEPT
+
     def modify(self, attrs: AttrValues, mask: Attr) -> VerbResult:
         mask = Attr(int(mask))
         exp = self.model.modify(attrs, mask)
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
-        accept, forced = exp.outcome is not Outcome.REFUSE, None
+        accept, forced = self._accepts(exp), None
+        if accept and exp.may_land and self.device.land_elsewhere:
+            forced = min(exp.may_land)  # a driver that ignores the move (iwarp)
         if (
             (self._has("refuse_sqd_exit") or self._has("refuse_sqd_exit_draining"))
             and self.model.state == S.SQD
@@ -141,9 +151,11 @@ class FakeQP:
         return VerbResult(True)
 
     def query(self) -> QueryResult:
-        state = self.model.state
+        state = self.device.names.get(self.model.state, self.model.state)
         if state == S.RTR and self._has("misreport_state"):
             state = S.INIT
+        if self._has("query_state_unset"):
+            state = S.RESET
         draining = self.model.draining or (
             state == S.SQD and self._has("refuse_sqd_exit_draining")
         )
@@ -151,7 +163,7 @@ class FakeQP:
 
     def post_send(self, wr_id: int) -> VerbResult:
         exp = self.model.post_send(wr_id)
-        accept = exp.outcome is not Outcome.REFUSE
+        accept = self._accepts(exp)
         self.model.apply(exp, accept)
         if not accept:
             if self._has("run_failed_post"):
@@ -169,7 +181,7 @@ class FakeQP:
     def post_recv(self, wr_id: int) -> VerbResult:
         self.recv_ids.add(wr_id)
         exp = self.model.post_recv(wr_id)
-        accept = exp.outcome is not Outcome.REFUSE
+        accept = self._accepts(exp)
         self.model.apply(exp, accept)
         if not accept:
             return VerbResult(False, _errno_of(exp))
@@ -301,8 +313,19 @@ class FakeDevice:
         qp_types: Iterable[QPType] = (QPType.RC, QPType.UC, QPType.UD),
         kernel: str = "none",
         delay: float = 0.0,
+        *,
+        names: Mapping[QPState, QPState] | None = None,
+        refuse_either: bool = False,
+        land_elsewhere: bool = False,
     ) -> None:
+        """`names`: what query_qp calls a state (siw and cxgb4 call IDLE INIT);
+        `refuse_either`: refuse where the model lets the device choose (else accept);
+        `land_elsewhere`: an accepted modify that may leave the QP elsewhere does (iwarp: a
+        driver that ignores the move)."""
         self.faults = frozenset(faults)
+        self.names = dict(names or {})
+        self.refuse_either = refuse_either
+        self.land_elsewhere = land_elsewhere
         self.delay = delay  # seconds between a completion or event and its delivery
         unknown = self.faults - FAULTS.keys()
         if unknown:

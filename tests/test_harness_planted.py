@@ -59,6 +59,7 @@ EXPECTED_RULE = {
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
     "cq_overrun": "ibta.cq.no_overrun",
+    "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -86,6 +87,7 @@ EXPECTED_KIND = {
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
     "cq_overrun": "event",
+    "query_state_unset": "state",
 }
 
 
@@ -172,6 +174,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
     "cq_overrun": _post_then(S.ERR, recvs=3),
+    "query_state_unset": lambda qp: qp.bring_to(S.INIT),
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.
 CONFIG = {"late_duplicate_completion": MachineConfig(settle_window=2 * LATE, must_wait=0.5)}

@@ -268,6 +268,9 @@ class Engine:
                 "state": None if seen is None else seen.name,
             },
         )
+        reads = _state_names(track.model, exp)
+        if reads is not None:  # a variant with more than one name for a state (iwarp)
+            entry["expect"]["reads"] = reads
         track.steps.append(entry)
         return len(track.steps) - 1
 
@@ -594,6 +597,22 @@ class Engine:
         self.observe(left, bound)
         for track in chosen:
             track.quiet_from = None
+
+
+def _state_names(model: QPModel, exp: Expectation) -> dict[str, list[str]] | None:
+    """The state names query_qp may report after `exp`, accepted and refused, when a state
+    has more than one (the iwarp variant; an accepted "may" move may also not happen);
+    None when each has one name only."""
+    after = {*model.reported(exp.state_if_accepted)}
+    for state in exp.may_land:
+        after |= model.reported(state)
+    before = model.reported(exp.state_before)
+    if len(after) == 1 and len(before) == 1:
+        return None
+    return {
+        "accepted": [s.name for s in sorted(after)],
+        "refused": [s.name for s in sorted(before)],
+    }
 
 
 def _drained_rule(track: Track) -> Rule:

@@ -90,8 +90,10 @@ def completion_rule(exp: Expectation, c: ExpectedCompletion, wire: Rule | None =
     """
     if wire is not None and c.status != WCStatus.WR_FLUSH_ERR:
         return wire
-    if c.status == WCStatus.WR_FLUSH_ERR and rules.FLUSH_ON_ERROR in exp.checked:
-        return rules.FLUSH_ON_ERROR
+    if c.status == WCStatus.WR_FLUSH_ERR:
+        for flush in (rules.FLUSH_ON_ERROR, rules.IWARP_FLUSH_ON_ERROR):
+            if flush in exp.checked:
+                return flush
     return exp.rule
 
 
@@ -99,7 +101,11 @@ def event_rule(exp: Expectation, event: EventType) -> Rule:
     """The rule that decides whether an event may appear after `exp`."""
     if event == EventType.SQ_DRAINED:
         return rules.SQD_DRAINED_EVENT
-    return rules.MODIFY_NO_EVENT if exp.verb == "modify" else exp.rule
+    if exp.verb != "modify":
+        return exp.rule
+    if rules.IWARP_MODIFY_NO_EVENT in exp.checked:
+        return rules.IWARP_MODIFY_NO_EVENT
+    return rules.MODIFY_NO_EVENT
 
 
 def never_rule(exp: Expectation) -> Rule:

@@ -182,6 +182,9 @@ class CheckedQP:
         if unless_read and self._read_at == self.track.last():
             return
         found = self.handle.query().state
+        if found in self.model.reported():
+            self._note_name(self.model.state, found)
+            return
         if found != self.model.state:
             chk, origin = self.checker, self.track.last()
             d = chk.divergence(
@@ -199,6 +202,11 @@ class CheckedQP:
         chk.note(self.track, exp)
         idx, known = chk.conclude(self.track, exp, res, step, seen)
         want = exp.state_after(res.accepted)
+        if seen is not None and seen in self.model.reported(want):
+            self._note_name(want, seen)
+            seen = want
+        if seen is not None and seen != want and res.accepted and self._landed(exp, seen, idx):
+            seen = want = self.model.state
         if seen is not None and seen != want:  # also after a known outcome: its own divergence
             d = chk.divergence(
                 self.track, "state", exp.rule, idx,
@@ -209,6 +217,26 @@ class CheckedQP:
             chk.follow_state(self.track, seen, idx)
         chk.flush_notes("known" if known else "match")
         chk.collect_events(self.track)
+
+    def _note_name(self, want: QPState, seen: QPState) -> None:
+        """query_qp named a QP in `want` `seen`, one of the names the variant allows for it
+        (iwarp: IDLE entered as RESET or RTR may read back as INIT): which name a device
+        uses is its choice, recorded for the report's characteristics."""
+        rule = self.model.table.naming_rule(want)
+        if rule is not None:
+            self.checker.record_choice(
+                rule, "as the state asked for" if seen == want else f"as {seen.name}"
+            )
+
+    def _landed(self, exp: Expectation, seen: QPState, idx: int) -> bool:
+        """An accepted modify left the QP in another state its "may" rule allows (iwarp: a
+        driver that ignores the move): the model follows the device there (the choice of
+        outcome is already recorded by `conclude`)."""
+        for state in exp.may_land:
+            if seen in self.model.reported(state):
+                self.checker.follow_state(self.track, state, idx)
+                return True
+        return False
 
     # --------------------------------------------------------------------- bring-up
     def valid_attrs(self) -> dict[str, int]:
@@ -289,7 +317,7 @@ class CheckedQP:
                     path.append(cur)
                     cur = came[cur]  # type: ignore[assignment]
                 return path[::-1]
-            for nxt in self.model.table.targets(self.qp_type, cur):
+            for nxt in self.model.table.moves_to(self.qp_type, cur):
                 if nxt not in came and (cur, nxt) not in (avoid or ()):
                     came[nxt] = cur
                     todo.append(nxt)
