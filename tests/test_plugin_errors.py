@@ -442,11 +442,19 @@ def test_xdist_workers_take_the_controllers_random_seed(pytester: pytest.Pyteste
 UNFINISHED_SUITE = """
 import time
 
+from hypothesis import given, settings, strategies as st
+
 def test_checks(run_recorder):
     run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
 
 def test_hangs(run_recorder):
     time.sleep({sleep})
+
+
+@settings(max_examples=1000, deadline=None, database=None)
+@given(st.integers())
+def test_hypothesis_runs_past_its_bound(run_recorder, value):
+    time.sleep(0.05)
 """
 
 
@@ -459,9 +467,13 @@ def test_a_test_that_did_not_finish_makes_the_verdict_incomplete(
     present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
     result = _run(pytester, "suites", "--device", "rxe0", "--timeout=2", fake=True, suite=suite,
                   conftest=present)  # the fake rxe0 is not in sysfs: not a lost device here
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     assert report["verdict"]["code"] == "incomplete", report["verdict"]
+    # a timeout inside Hypothesis is a timeout, not a failing example replayed as "Flaky"
+    failures = result.stdout.str().split("_ test_hypothesis_runs_past_its_bound _")[1]
+    assert "SuiteTestTimedOut: Timeout (>2.0s)" in failures
+    assert "Flaky" not in result.stdout.str()
     assert "suites/test_suite.py::test_hangs (call)" in report["verdict"]["aborted"]
     assert ("Timeout" if how == "timeout" else "TypeError") in report["verdict"]["aborted"]
     result.stdout.fnmatch_lines(["*INCOMPLETE*test_hangs*"])
