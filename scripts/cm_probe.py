@@ -185,7 +185,7 @@ def on_connected(args: argparse.Namespace, label: str, action) -> None:
 
 def disconnect(pair: CMPair) -> str:
     try:
-        pair.a.cm_id.disconnect()
+        pair.link.disconnect("active")
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "ok"

@@ -4,7 +4,9 @@
 fixtures/cm_connect.py connects a QP on siw0 (192.0.2.1) to one on siw1 (192.0.2.2):
 both reach RTS and a SEND with a posted receive completes and delivers its bytes.
 Closing the pair releases every cm_id, QP, CQ, MR and PD, and so does a connection
-that fails half way (the passive address belongs to the other device).
+that fails half way (the passive address belongs to the other device). link_qps
+does the same for two QPs of the device adapter (fixtures/pyverbs_device.py), the
+ones the traffic harness drives.
 
 RTS is what ibv_query_qp says on Linux 6.12. Linux 6.1's siw_query_qp leaves
 qp_state unset, so the query says RESET whatever the state; there, RTS shows in
@@ -28,6 +30,7 @@ GUEST = """
 import json
 import platform
 import sys
+import time
 
 from fixtures import leaks
 from fixtures.cm_connect import CMEnd, CMError, _own_qp, connect_pair
@@ -55,6 +58,30 @@ with connect_pair("siw0", "192.0.2.1", "siw1", "192.0.2.2", timeout=20) as pair:
     result["recv_wc"] = pair.b.poll(10, want=1)
     result["payload"] = pair.b.received(10).decode()
 result["closed"] = counts()
+
+# the device adapter's own QPs (what PyverbsPair uses), connected by link_qps
+from fixtures.cm_connect import link_qps
+from fixtures.pyverbs_device import open_device
+from models.enums import Attr, QPState, QPType
+
+devices = [open_device(d) for d in DEVICES]
+try:
+    qps = [d.create_qp(QPType.RC) for d in devices]
+    for d, qp in zip(devices, qps):
+        values = {**d.valid_attrs(qp), "qp_state": int(QPState.INIT)}
+        mask = Attr.STATE | Attr.PKEY_INDEX | Attr.PORT | Attr.ACCESS_FLAGS
+        assert qp.modify(values, mask).accepted
+    with link_qps("siw0", "192.0.2.1", qps[0].qp_num, "siw1", "192.0.2.2", qps[1].qp_num,
+                  timeout=20) as link:
+        result["adapter_log"] = link.log
+        result["adapter_states"] = [int(qp.query().state) for qp in qps]
+        result["adapter_post"] = [qps[1].post_recv(70).accepted, qps[0].post_send(80).accepted]
+        time.sleep(1)
+        result["adapter_wc"] = [[c.wr_id, c.queue, int(c.status)] for qp in qps for c in qp.poll()]
+finally:
+    for d in devices:
+        d.close()
+result["adapter_closed"] = counts()
 try:
     connect_pair("siw0", "192.0.2.1", "siw1", "192.0.2.1", timeout=20).close()
     result["wrong_device"] = "connected"
@@ -94,9 +121,13 @@ def test_own_qps_connect_over_iwarp_reach_rts_and_a_send_completes(release):
     assert r["payload"] == "over-iwarp"
 
     assert "belongs to siw0, not siw1" in r["wrong_device"]
+    assert r["adapter_log"] == ["connect", "request", "accept", "established"]
+    assert r["adapter_states"] == [r["states"]["active"], r["states"]["passive"]]
+    assert r["adapter_post"] == [True, True]
+    assert sorted(r["adapter_wc"]) == [[70, "recv", 0], [80, "send", 0]]
     for dev in ("siw0", "siw1"):
         before = r["before"][dev]
-        for stage in ("closed", "failed"):
+        for stage in ("closed", "failed", "adapter_closed"):
             assert {k: r[stage][dev][k] for k in KINDS} == {k: before[k] for k in KINDS}, (
                 f"{stage}: {dev} kept verbs or CM objects"
             )
