@@ -83,6 +83,9 @@ def lone_qp(dev: str) -> None:
         note("lone ->SQE", result=err(end.modify_state(QPState.SQE)), state=state(end))
         note("lone ->ERR", result=err(end.modify_state(QPState.ERR)), state=state(end))
         note("lone completions after ERR", got=end.poll(SETTLE, want=2))
+        note("lone post_send in ERR", result=err(end.post_send(3)))
+        note("lone post_recv in ERR", result=err(end.post_recv(4)))
+        note("lone completions of WRs posted in ERR", got=end.poll(3 * SETTLE, want=2))
         note("lone ->RESET", result=err(end.modify_state(QPState.RESET)), state=state(end))
         note("lone ->INIT after RESET", result=err(end.modify_state(QPState.INIT)),
              state=state(end))
@@ -174,9 +177,11 @@ def on_connected(args: argparse.Namespace, label: str, action) -> None:
              completions_active=pair.a.poll(1.0, want=1),
              completions_passive=pair.b.poll(1.0, want=1))
         note(f"{label}: post_send active", result=err(pair.a.post_send(53)),
-             completions=pair.a.poll(1.0, want=1))
+             completions=pair.a.poll(3 * SETTLE, want=1))
         note(f"{label}: post_send passive", result=err(pair.b.post_send(54)),
-             completions=pair.b.poll(1.0, want=1))
+             completions=pair.b.poll(3 * SETTLE, want=1))
+        note(f"{label}: post_recv active", result=err(pair.a.post_recv(55)),
+             completions=pair.a.poll(3 * SETTLE, want=1))
         note(f"{label}: active ->ERR", result=err(pair.a.modify_state(QPState.ERR)),
              **states(pair))
         note(f"{label}: active ->RESET", result=err(pair.a.modify_state(QPState.RESET)),
