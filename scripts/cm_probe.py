@@ -165,6 +165,19 @@ def first_connection(args: argparse.Namespace) -> None:
              completions_passive=pair.b.poll(0, 0), **states(pair), **events(pair))
 
 
+def loopback(args: argparse.Namespace) -> None:
+    """Both QPs on one device (the harness's default without --peer-device)."""
+    t0 = time.monotonic()
+    with connect_pair(args.dev_a, args.ip_a, args.dev_a, args.ip_a, timeout=args.timeout,
+                      observe=observe) as pair:
+        note("loopback connected", seconds=round(time.monotonic() - t0, 2),
+             qpn_active=pair.a.qp_num, qpn_passive=pair.b.qp_num, **states(pair))
+        note("loopback post_recv passive", result=err(pair.b.post_recv(61)))
+        note("loopback post_send active", result=err(pair.a.post_send(62, b"loopback")))
+        note("loopback completions", active=pair.a.poll(5.0, want=1),
+             passive=pair.b.poll(5.0, want=1), payload=pair.b.received(8).decode())
+
+
 def on_connected(args: argparse.Namespace, label: str, action) -> None:
     """A fresh connection, a receive posted on both sides, then `action`; what follows."""
     with connected(args.dev_a, args.ip_a, args.dev_b, args.ip_b, args.timeout) as pair:
@@ -204,6 +217,7 @@ def main() -> int:
     parser.add_argument("--ip-b", default="192.0.2.2")
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("reports/out/cm/probe.json"))
+    parser.add_argument("--only", help="run only the steps whose label contains this")
     args = parser.parse_args()
     note("system", kernel=platform.release(), counts_before=leaks.snapshot(args.dev_a),
          counts_before_b=leaks.snapshot(args.dev_b))
@@ -211,6 +225,7 @@ def main() -> int:
         ("lone QP", lambda: lone_qp(args.dev_a)),
         ("harness adapter", lambda: harness_bring_up(args.dev_a)),
         ("first connection", lambda: first_connection(args)),
+        ("loopback", lambda: loopback(args)),
     ]
     for nxt in (QPState.ERR, QPState.SQD, QPState.RESET, QPState.SQE):
         steps.append((
@@ -225,6 +240,8 @@ def main() -> int:
                                                           disconnect)))
     failed = 0
     for label, run in steps:
+        if args.only and args.only not in label:
+            continue
         try:
             run()
         except Exception as exc:
