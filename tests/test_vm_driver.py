@@ -162,6 +162,7 @@ def test_stock_driver_is_modprobed_and_devices_created(tmp_path):
     assert "modprobe rdma_rxe" in calls and "insmod" not in calls
     assert "rdma link add rxe0 type rxe netdev veth0" in calls
     assert "rdma link add rxe1 type rxe netdev veth1" in calls
+    assert "neigh" not in calls  # the rxe setup is unchanged: no rdma_cm there
 
 
 def test_module_under_test_is_loaded_after_its_dependencies(tmp_path):
@@ -172,6 +173,9 @@ def test_module_under_test_is_loaded_after_its_dependencies(tmp_path):
     assert lines.index("modprobe ib_core") < lines.index(f"insmod {ko}")
     assert "modprobe siw" not in calls
     assert "rdma link add siw0 type siw netdev veth0" in calls
+    # rdma_cm's address resolution between the two local ends needs the neighbours
+    assert "neigh replace 192.0.2.2" in calls and "dev veth0 nud permanent" in calls
+    assert "neigh replace 192.0.2.1" in calls and "dev veth1 nud permanent" in calls
 
 
 def test_refused_insmod_is_a_setup_failure_with_the_kernels_words(tmp_path):

@@ -30,27 +30,33 @@ def out_dir(name: str) -> Path:
     return out
 
 
-def run_in_vm(out: Path, script: str, *options: str) -> subprocess.CompletedProcess:
+def run_in_vm(
+    out: Path, script: str, *options: str, driver: str | None = None, timeout: int = 900
+) -> subprocess.CompletedProcess:
     """`qpconform vm OPTIONS -- sh -c SCRIPT` with the run's records and logs in ``out``;
-    prints the tail of its output (shown when the test fails)."""
+    prints the tail of its output (shown when the test fails). ``driver`` adds
+    ``--driver NAME`` (e.g. siw); ``timeout`` bounds the guest command (seconds)."""
     cmd = [
         sys.executable,
         "-m",
         "qpconform",
         "vm",
+        *(("--driver", driver) if driver else ()),
         *options,
         "--env",
         f"QPCONFORM_OUT_DIR={out}",
         "--log-dir",
         str(out),
         "--timeout",
-        "900",
+        str(timeout),
         "--",
         "sh",
         "-c",
         script,
     ]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout + 300
+    )
     print(result.stdout[-5000:])
     print(result.stderr[-2000:], file=sys.stderr)
     return result

@@ -36,3 +36,17 @@ rdma link add "${DRIVER}1" type "$DRIVER" netdev veth1 || fail "rdma link add ${
     echo "taint=$(cat /sys/module/$DRIVER_MODULE/taint 2>/dev/null)"
     echo "kernel_tainted=$(cat /proc/sys/kernel/tainted 2>/dev/null)"
 } > "$CTL/driver-loaded"
+
+if [ "$DRIVER" = siw ]; then
+    # iWARP connects through rdma_cm, which resolves the peer's IP with ARP on the netdev
+    # of the source address (veth0 -> 192.0.2.2).  Both ends are this host's addresses,
+    # and Linux answers no ARP request whose sender is one of its own addresses
+    # (accept_local=0): the resolution would time out (ADDR_ERROR).  Permanent neighbour
+    # entries give each end the other's MAC; the TCP of the connection itself goes over lo.
+    mac0=$(cat /sys/class/net/veth0/address 2>/dev/null)
+    mac1=$(cat /sys/class/net/veth1/address 2>/dev/null)
+    ip neigh replace 192.0.2.2 lladdr "$mac1" dev veth0 nud permanent \
+        || fail "cannot add the neighbour entry of 192.0.2.2 on veth0"
+    ip neigh replace 192.0.2.1 lladdr "$mac0" dev veth1 nud permanent \
+        || fail "cannot add the neighbour entry of 192.0.2.1 on veth1"
+fi
