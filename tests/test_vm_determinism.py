@@ -1,9 +1,9 @@
 """End to end: the ci profile repeats itself on rxe0 (slow; QPCONFORM_VM_TESTS=1).
 
-Two runs of the random-driven suites (the lone and the traffic state machines) in one
-VM boot, -n 2 as the main job runs them, must give the same verdict and the same
-divergences (`qpconform report --same`). The five-run measurement of the whole suite
-is `scripts/determinism.sh` (README, "Measured here").
+Two runs of the lone state machine (the random-driven suite; the traffic machine is
+seeded the same way) in one VM boot, -n 2 as the main job runs them, must give the same
+verdict and the same divergences (`qpconform report --same`). The five-run measurement
+of the whole suite is `scripts/determinism.sh` (README, "Measured here").
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = VM_ONLY
 GUEST = """
 for i in 1 2; do
     QPCONFORM_OUT_DIR={out}/run$i python3 -m pytest suites/test_stateful.py \
-        suites/test_traffic_stateful.py --device rxe0 --hypothesis-profile ci -n 2 \
+        --device rxe0 --hypothesis-profile ci -n 2 \
         -p no:cacheprovider -q > {out}/run$i.log 2>&1
     echo "RUN-$i $?"
 done
