@@ -477,3 +477,25 @@ def test_a_test_that_did_not_finish_makes_the_verdict_incomplete(
     assert "suites/test_suite.py::test_hangs (call)" in report["verdict"]["aborted"]
     assert ("Timeout" if how == "timeout" else "TypeError") in report["verdict"]["aborted"]
     result.stdout.fnmatch_lines(["*INCOMPLETE*test_hangs*"])
+
+
+def test_a_test_that_failed_on_a_divergence_did_finish(pytester: pytest.Pytester) -> None:
+    """A sweep that fails with "N of M cases diverged" (pytest.fail) or an assertion ran to
+    its end: its verdict comes from its divergences, not "incomplete"."""
+    suite = """
+import pytest
+
+def test_sweep(run_recorder):
+    run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
+    pytest.fail("1 of 1 cases diverged from the model")
+
+def test_assertion(run_recorder):
+    assert 1 == 2
+"""
+    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    result = _run(pytester, "suites", "--device", "rxe0", fake=True, suite=suite,
+                  conftest=present)
+    result.assert_outcomes(failed=2)
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert report["verdict"]["code"] != "incomplete", report["verdict"]
+    assert not report["verdict"]["aborted"]
