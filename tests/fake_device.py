@@ -61,6 +61,7 @@ FAULTS: dict[str, str] = {
     "the mask",
     "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
     "rest are lost and CQ_ERR is raised",
+    "query_err_as_init": "query reports INIT while the QP is in ERR",
     "query_state_unset": "query_qp never sets qp_state, so it reads RESET whatever the state "
     "(siw in Linux 6.1; fixed upstream by 'RDMA/siw: Set qp_state in siw_query_qp')",
 }
@@ -153,6 +154,8 @@ class FakeQP:
     def query(self) -> QueryResult:
         state = self.device.names.get(self.model.state, self.model.state)
         if state == S.RTR and self._has("misreport_state"):
+            state = S.INIT
+        if state == S.ERR and self._has("query_err_as_init"):
             state = S.INIT
         if self._has("query_state_unset"):
             state = S.RESET

@@ -59,6 +59,7 @@ EXPECTED_RULE = {
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
     "cq_overrun": "ibta.cq.no_overrun",
+    "query_err_as_init": "*",  # caught by the state read back after the modify into ERR
     "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
 EXPECTED_KIND = {
@@ -87,6 +88,7 @@ EXPECTED_KIND = {
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
     "cq_overrun": "event",
+    "query_err_as_init": "state",
     "query_state_unset": "state",
 }
 
@@ -174,6 +176,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
     "cq_overrun": _post_then(S.ERR, recvs=3),
+    "query_err_as_init": lambda qp: qp.bring_to(S.ERR),
     "query_state_unset": lambda qp: qp.bring_to(S.INIT),
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.

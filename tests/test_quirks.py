@@ -68,6 +68,8 @@ def test_every_condition_must_hold() -> None:
         ('kinds = ["weird"]', "kinds = 'weird' is not one of"),
         ('attrs = { path_mtu = "zero" }', "attrs.path_mtu must be an integer"),
         ('observed = "accepted"', "observed must be a table"),
+        ('readback_only = "yes"', "readback_only must be true or false"),
+        ('readback_only = true\nkinds = ["outcome"]', 'readback_only needs kinds = ["state"]'),
     ],
 )
 def test_malformed_entries_are_named(change: str, error: str) -> None:

@@ -33,7 +33,7 @@ from .core import Engine, Track
 from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, StepRecorder
 from .ledger import Because
-from .quirks import Quirks
+from .quirks import Quirk, Quirks
 from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 
@@ -192,8 +192,8 @@ class CheckedQP:
                 expected=f"state {self.model.state.name}", observed=f"state {found.name}",
                 tags=[f"state={found.name}"], verb="query", attrs={}, mask=[],
             )
-            chk.diverge(self.track, d)
-            chk.follow_state(self.track, found, origin)
+            if not _reads_wrong(chk.diverge(self.track, d)):
+                chk.follow_state(self.track, found, origin)
 
     def _conclude(
         self, exp: Expectation, res: VerbResult, step: dict[str, Any], seen: QPState | None
@@ -213,8 +213,10 @@ class CheckedQP:
                 f"{describe_result(res)}, state {want.name}", describe_result(res, seen),
                 [*outcome_tags(res), f"state={seen.name}"],
             )
-            known = chk.diverge(self.track, d) or known
-            chk.follow_state(self.track, seen, idx)
+            quirk = chk.diverge(self.track, d)
+            known = quirk or known
+            if not _reads_wrong(quirk):
+                chk.follow_state(self.track, seen, idx)
         chk.flush_notes("known" if known else "match")
         chk.collect_events(self.track)
 
@@ -322,6 +324,12 @@ class CheckedQP:
                     came[nxt] = cur
                     todo.append(nxt)
         raise ValueError(f"{state.name} cannot be reached by modify_qp from {start.name}")
+
+
+def _reads_wrong(quirk: Quirk | None) -> bool:
+    """A known state divergence whose quirk says only the read-back is wrong (the QP is
+    where the model says): the model must not follow the reported state."""
+    return quirk is not None and quirk.readback_only
 
 
 #: Ways to fill the fields outside a modify's mask (CheckedQP.with_unmasked).

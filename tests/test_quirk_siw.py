@@ -1,0 +1,96 @@
+"""The siw profile covers what a siw0 run showed and nothing else.
+
+`siw.query_qp_state_unset` (Linux 6.1: query_qp reads RESET whatever the state) must make
+a siw-like fake with that bug pass the iwarp suites and the stateful machine with known
+divergences only; the same bug on 6.12 (fixed there), and another wrong read-back on
+6.1 (INIT in ERR), must still fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixtures.plugin import QUIRKS_DIR
+from models.attributes import DeviceCaps
+from models.enums import QPState, QPType
+from qpconform.engine.judge import DivergenceError
+from qpconform.engine.lone import Checker
+from qpconform.engine.quirks import Quirks
+from reports.divergence import DivergenceList
+from suites import steps
+from suites.cases import attribute_groups, post_groups, transition_groups
+from suites.test_stateful import MachineConfig, machine_settings, run_machine
+from tests.fake_device import FakeDevice
+
+S = QPState
+RC = [QPType.RC]
+K61 = "6.1.0-50-amd64"
+K612 = "6.12.117+deb13-amd64"
+SIW = {"names": {S.RESET: S.INIT, S.RTR: S.INIT}, "refuse_either": True, "land_elsewhere": True}
+
+
+def _quirks(kernel: str) -> Quirks:
+    return Quirks.load(QUIRKS_DIR / "siw.toml").for_run({"kernel": kernel, "rdma_core": "44.0"})
+
+
+def _device(fault: str, kernel: str) -> FakeDevice:
+    return FakeDevice([fault], variant="iwarp", caps=DeviceCaps(pkey_tbl_len=0, gid_tbl_len=1),
+                      qp_types=RC, kernel=kernel, **SIW)
+
+
+def _checker(device: FakeDevice, quirks: Quirks) -> Checker:
+    return Checker(device, variant="iwarp", quirks=quirks, settle_window=0.0, must_wait=0.0,
+                   sink=DivergenceList(), reproducer_dir=None)
+
+
+def test_the_6_1_query_bug_is_known_in_every_iwarp_suite_case() -> None:
+    quirks = _quirks(K61)
+    device = _device("query_state_unset", K61)
+    checker = _checker(device, quirks)
+    ran = 0
+    for group in [*transition_groups("iwarp", RC), *attribute_groups("iwarp", RC),
+                  *post_groups("iwarp", RC)]:
+        if group.skip is not None:
+            continue
+        if group.feature == "post rules":
+            from suites.test_post_rules import _post_and_follow as body
+        else:
+
+            def body(qp, case, d=device):
+                steps.run_modify_case(qp, d, case)
+
+        steps.run_group(checker, group, body, device.caps)  # fails on an unknown divergence
+        ran += len(group.cases)
+    checker.close()
+    assert ran > 20
+    assert checker.known, "the bug never showed: the test would prove nothing"
+    assert {d.known_quirk for d in checker.known} == {"siw.query_qp_state_unset"}
+    assert quirks.stale() == []
+
+
+def test_the_6_1_query_bug_is_known_to_the_stateful_machine(tmp_path: Path) -> None:
+    known = run_machine(
+        _device("query_state_unset", K61), RC, "iwarp", _quirks(K61),
+        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=tmp_path,
+        hypothesis_settings=machine_settings(max_examples=60, stateful_step_count=8,
+                                             derandomize=True, database=None),
+    )
+    assert known and {d.known_quirk for d in known} == {"siw.query_qp_state_unset"}
+
+
+@pytest.mark.parametrize(
+    ("fault", "kernel"),
+    [("query_state_unset", K612), ("query_err_as_init", K61)],
+    ids=["fixed-kernel", "another-wrong-state"],
+)
+def test_a_near_miss_is_not_masked(fault: str, kernel: str) -> None:
+    checker = _checker(_device(fault, kernel), _quirks(kernel))
+    qp = checker.open_qp(QPType.RC)
+    with pytest.raises(DivergenceError) as caught:
+        qp.bring_to(S.INIT)
+        qp.bring_to(S.ERR)
+    assert caught.value.record.known_quirk is None
+    assert caught.value.record.kind == "state"
+    checker.close()
