@@ -63,6 +63,7 @@ _IDENTITY_ALIASES = {"firmware": "fw_ver", "name": "device"}
 #: Run settings a qualification must show, in display order, with their labels.
 SETTING_FIELDS = (
     ("date", "Date"),
+    ("run_id", "Run id"),
     ("hypothesis_profile", "Hypothesis profile"),
     ("seed", "Hypothesis seed"),
     ("max_examples", "Max examples"),

@@ -197,11 +197,28 @@ def _merge_dicts(first: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str,
     return out
 
 
+def _one_run(paths: list[Any], runs: list[dict[str, Any]]) -> None:
+    """Records of different runs (their run ids differ) are never merged into one report."""
+    ids: dict[str, list[str]] = {}
+    for path, run in zip(paths, runs, strict=True):
+        run_id = run.get("settings", {}).get("run_id")
+        if run_id:
+            ids.setdefault(run_id, []).append(Path(path).name)
+    if len(ids) > 1:
+        found = "; ".join(f"run {i}: {', '.join(names)}" for i, names in sorted(ids.items()))
+        raise ValueError(
+            f"these run records come from {len(ids)} different runs ({found}): a report is "
+            "built from one run; remove the older records or give --input the files of one run"
+        )
+
+
 def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     """Fold per-worker run records into one: counts summed, divergences and quirks united."""
-    runs = [load_run(p) for p in sorted(paths, key=str)]
+    paths = sorted(paths, key=str)
+    runs = [load_run(p) for p in paths]
     if not runs:
         raise ValueError("no run records to merge")
+    _one_run(paths, runs)
     steps: dict[StepKey, dict[str, Any]] = {}
     divergences: list[dict[str, Any]] = []
     seen: set[str] = set()

@@ -499,3 +499,14 @@ def test_assertion(run_recorder):
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     assert report["verdict"]["code"] != "incomplete", report["verdict"]
     assert not report["verdict"]["aborted"]
+
+
+def test_every_record_of_a_run_carries_its_run_id(pytester: pytest.Pytester) -> None:
+    """The controller's run id reaches each xdist worker's record; the report shows it."""
+    result = _run(pytester, "suites", "--device", "rxe0", "-n", "2", fake=True,
+                  suite=RECORDING_SUITE.replace("r.x", "linux.transition.RC.RESET->INIT"))
+    out = pytester.path / "out"
+    ids = {json.loads(p.read_text())["settings"]["run_id"] for p in out.glob("run-gw*.json")}
+    assert len(ids) == 1 and ids != {""}, (ids, result.stdout.str())
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["run_id"] in ids

@@ -487,3 +487,13 @@ def test_report_from_a_checker_run(tmp_path: Path) -> None:
     assert {d["rule_id"] for d in report["divergences"]} == {"linux.transition.invalid.INIT->RTS"}
     assert report["post"]["cells"]["post_send"]["RTS"]["match"] == 3
     assert not report["coverage"]["outside_model"]
+
+
+def test_records_of_two_runs_are_never_merged(tmp_path: Path) -> None:
+    from reports.run_record import merge_runs
+
+    for name, run_id in (("run-gw0.json", "20261201T100000Z-aaaaaa"),
+                         ("run-gw1.json", "20261201T110000Z-bbbbbb")):
+        RunRecorder({"device": "rxe0"}, {"run_id": run_id}).write(tmp_path / name)
+    with pytest.raises(ValueError, match=r"come from 2 different runs .*run-gw0\.json.*run-gw1"):
+        merge_runs(sorted(tmp_path.glob("run-*.json")))
