@@ -14,6 +14,7 @@ the loaded Hypothesis profile (fixtures/plugin.py registers them;
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,7 @@ from models.enums import STATES, Attr, QPState, QPType
 from models.table import variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
-from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker
+from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.text import C_FIELD_BITS, mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
@@ -218,7 +219,8 @@ class QPMachine(RuleBasedStateMachine):
         """The legal bring-up path to a state (valid attributes, exactly-required masks);
         nothing when no modify walk gets there (iwarp: RTS and beyond)."""
         if state in self._reachable(qp.qp_type):
-            qp.bring_to(state)
+            with contextlib.suppress(Unreachable):  # a known quirk holds the QP (siw: ERR)
+                qp.bring_to(state)
 
     @rule(qp=qps, notify=st.booleans())
     def drain(self, qp: CheckedQP, notify: bool) -> None:

@@ -61,6 +61,7 @@ FAULTS: dict[str, str] = {
     "the mask",
     "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
     "rest are lost and CQ_ERR is raised",
+    "err_is_final": "ERR->RESET is accepted and the QP stays in ERR (siw: ERROR is final)",
     "query_err_as_init": "query reports INIT while the QP is in ERR",
     "query_state_unset": "query_qp never sets qp_state, so it reads RESET whatever the state "
     "(siw in Linux 6.1; fixed upstream by 'RDMA/siw: Set qp_state in siw_query_qp')",
@@ -117,6 +118,10 @@ class FakeQP:
         accept, forced = self._accepts(exp), None
         if accept and exp.may_land and self.device.land_elsewhere:
             forced = min(exp.may_land)  # a driver that ignores the move (iwarp)
+        if accept and self.model.state == S.ERR and target == S.RESET and self._has(
+            "err_is_final"
+        ):
+            forced = S.ERR
         if (
             (self._has("refuse_sqd_exit") or self._has("refuse_sqd_exit_draining"))
             and self.model.state == S.SQD

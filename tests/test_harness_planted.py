@@ -59,6 +59,7 @@ EXPECTED_RULE = {
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
     "cq_overrun": "ibta.cq.no_overrun",
+    "err_is_final": "linux.transition.RC.ERR->RESET",
     "query_err_as_init": "*",  # caught by the state read back after the modify into ERR
     "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
@@ -88,6 +89,7 @@ EXPECTED_KIND = {
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
     "cq_overrun": "event",
+    "err_is_final": "state",
     "query_err_as_init": "state",
     "query_state_unset": "state",
 }
@@ -176,6 +178,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
     "cq_overrun": _post_then(S.ERR, recvs=3),
+    "err_is_final": lambda qp: (qp.bring_to(S.ERR), qp.bring_to(S.RESET)),
     "query_err_as_init": lambda qp: qp.bring_to(S.ERR),
     "query_state_unset": lambda qp: qp.bring_to(S.INIT),
 }

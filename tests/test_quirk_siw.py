@@ -16,7 +16,7 @@ from fixtures.plugin import QUIRKS_DIR
 from models.attributes import DeviceCaps
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.lone import Checker
+from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from reports.divergence import DivergenceList
 from suites import steps
@@ -128,3 +128,20 @@ def test_other_flush_bugs_are_not_masked(fault: str, sequence) -> None:
         sequence(checker.open_qp(QPType.RC))
     assert caught.value.record.known_quirk is None
     checker.close()
+
+
+def test_err_is_final_is_known_and_a_qp_stuck_elsewhere_is_not() -> None:
+    quirks = _quirks(K612)
+    checker = _checker(_device("err_is_final", K612), quirks)
+    qp = checker.open_qp(QPType.RC)
+    qp.bring_to(S.ERR)
+    with pytest.raises(Unreachable, match="cannot reach RESET from ERR"):
+        qp.bring_to(S.RESET)  # known, then no other way out of ERR: not a crash
+    checker.close()
+    assert {d.known_quirk for d in checker.known} == {"siw.err_is_final"}
+    # near miss: the same rule family, but a QP that reads INIT in ERR is another bug
+    near = _checker(_device("query_err_as_init", K612), _quirks(K612))
+    with pytest.raises(DivergenceError) as caught:
+        near.open_qp(QPType.RC).bring_to(S.ERR)
+    assert caught.value.record.known_quirk is None
+    near.close()

@@ -298,7 +298,16 @@ class CheckedQP:
             if self.model.state == state:
                 return
             cur = self.model.state
-            nxt = self.path_to(state, avoid=refused)[0]
+            try:
+                nxt = self.path_to(state, avoid=refused)[0]
+            except ValueError:
+                if not refused:
+                    raise
+                hops = ", ".join(f"{a.name}->{b.name}" for a, b in sorted(refused))
+                raise Unreachable(
+                    f"{self.qp_type.name} QP cannot reach {state.name} from {cur.name}: the "
+                    f"device keeps it there (known: {hops} did not move it)"
+                ) from None
             self.modify(*self.transition_attrs(nxt))
             if self.model.state == cur and nxt != cur:
                 refused.add((cur, nxt))
@@ -324,6 +333,11 @@ class CheckedQP:
                     came[nxt] = cur
                     todo.append(nxt)
         raise ValueError(f"{state.name} cannot be reached by modify_qp from {start.name}")
+
+
+class Unreachable(ValueError):
+    """A known quirk keeps the QP from a state (siw: ERR is final): no modify walk gets
+    there from where the device holds it. Not a divergence (that was judged, and known)."""
 
 
 def _reads_wrong(quirk: Quirk | None) -> bool:
