@@ -1,7 +1,10 @@
 """End to end: `rdma link del rxe0` in the middle of a run (slow; QPCONFORM_VM_TESTS=1).
 
 The run must end within 60 s of the removal, fail (never pass or skip), say
-which device was lost, and still write its partial report, marked incomplete.
+which device was lost, and still write its partial report, marked incomplete. Unloading
+the driver first is refused by the kernel while the run holds a context (rxe has no
+disassociate_ucontext, so ib_uverbs_open() pins the module): the module stays, and the
+device is then removed with `rdma link del`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 pytestmark = VM_ONLY
 
 GUEST = """
-( sleep {delay}; rdma link del rxe0; echo "REMOVED-AT $(date +%s)" ) &
+( sleep {delay}; modprobe -r rdma_rxe 2>&1 | tail -n 1; echo "UNLOAD-RC $?";
+  lsmod | grep -q '^rdma_rxe ' && echo "MODULE-STILL-LOADED";
+  rdma link del rxe0; echo "REMOVED-AT $(date +%s)" ) &
 python3 -m pytest {tests} --device rxe0 --hypothesis-profile ci -p no:cacheprovider -q -rs
 echo "PYTEST-RC $? ENDED-AT $(date +%s)"
 """
@@ -27,6 +32,7 @@ def test_device_removed_mid_run_ends_it_quickly_with_a_clear_error():
     removed = re.search(r"REMOVED-AT (\d+)", text)
     ended = re.search(r"PYTEST-RC (\d+) ENDED-AT (\d+)", text)
     assert removed and ended, "the guest did not report both times"
+    assert "MODULE-STILL-LOADED" in text, "rdma_rxe was unloaded under an open context"
     rc, end = int(ended.group(1)), int(ended.group(2))
     assert rc not in (0, 5), "a run that lost its device must fail"
     assert end - int(removed.group(1)) <= 60, "the run did not end within 60 s of the removal"
