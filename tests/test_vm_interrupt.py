@@ -106,6 +106,12 @@ def host(tmp_path: Path) -> dict[str, Path]:
     return places
 
 
+def _default_sigint() -> None:
+    """A background job (CI's `&`, nohup) starts with SIGINT ignored, and children inherit
+    that: the runner under test must see Ctrl-C as a terminal would deliver it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(host: dict[str, Path], *args: str, mmdebstrap: str = "ok") -> subprocess.Popen:
     env = {
         **os.environ,
@@ -126,6 +132,7 @@ def _start(host: dict[str, Path], *args: str, mmdebstrap: str = "ok") -> subproc
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,  # as in a terminal, also when pytest runs in the background
     )
 
 
@@ -243,7 +250,7 @@ def test_stop_gives_the_group_its_grace_then_kills_it(tmp_path: Path) -> None:
         "while :; do sleep 0.05; done\n"
     )
     script.chmod(0o755)
-    proc = subprocess.Popen([str(script)], start_new_session=True)
+    proc = subprocess.Popen([str(script)], start_new_session=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 30
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

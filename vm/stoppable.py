@@ -60,6 +60,13 @@ def stop(proc: subprocess.Popen, grace: float) -> None:
         proc.wait()
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default. A runner started as a background job
+    (a CI script's `&`) inherits SIGINT ignored, and a shell cannot trap a signal ignored
+    on entry: the tool would never get to clean up."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(argv: list[str], grace: float | None = None) -> subprocess.CompletedProcess[str]:
     """Run argv in its own process group; its status and output (stdout and stderr
     together). An interrupt (KeyboardInterrupt: Ctrl-C, or SIGTERM in the VM runner)
@@ -71,6 +78,7 @@ def run(argv: list[str], grace: float | None = None) -> subprocess.CompletedProc
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_default_sigint,
         )
         try:
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
