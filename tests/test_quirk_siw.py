@@ -145,3 +145,29 @@ def test_err_is_final_is_known_and_a_qp_stuck_elsewhere_is_not() -> None:
         near.open_qp(QPType.RC).bring_to(S.ERR)
     assert caught.value.record.known_quirk is None
     near.close()
+
+
+def _send_in_idle_then_err(qp) -> None:
+    qp.bring_to(S.INIT)
+    qp.post_send()
+    qp.bring_to(S.ERR)
+    qp.settle()
+
+
+def _recv_in_idle_then_err(qp) -> None:
+    qp.bring_to(S.INIT)
+    qp.post_recv()
+    qp.bring_to(S.ERR)
+    qp.settle()
+
+
+def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is_not() -> None:
+    checker = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
+    _send_in_idle_then_err(checker.open_qp(QPType.RC))
+    checker.close()
+    assert "siw.send_accepted_in_idle_never_flushed" in {d.known_quirk for d in checker.known}
+    near = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
+    with pytest.raises(DivergenceError) as caught:
+        _recv_in_idle_then_err(near.open_qp(QPType.RC))
+    assert caught.value.record.known_quirk is None
+    near.close()
