@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from models.enums import Attr, QPState
-from qpconform.engine.lone import CheckedQP
+from typing import Any
+
+from models.enums import Attr, QPState, QPType
+from qpconform.engine.device import Device
+from qpconform.engine.lone import CheckedQP, Checker
 
 S = QPState
 
@@ -39,3 +42,25 @@ VALID_ATTRS: dict[str, int] = {
     "min_rnr_timer": 12, "sq_psn": 0, "dest_qp_num": 1, "en_sqd_async_notify": 1,
     "path_mig_state": 0, "alt_port_num": 1, "alt_ah_port_num": 1,
 }
+
+
+def run_iwarp_suites(checker: Checker, device: Device) -> int:
+    """Every runnable case of the iwarp transition, attribute and post suites on RC, as the
+    suites run them (one QP per case; fails on an unknown divergence); how many ran."""
+    from suites import steps
+    from suites.cases import attribute_groups, post_groups, transition_groups
+    from suites.test_post_rules import _post_and_follow
+
+    def modify_case(qp: CheckedQP, case: Any) -> None:
+        steps.run_modify_case(qp, device, case)
+
+    ran = 0
+    rc = [QPType.RC]
+    for group in [*transition_groups("iwarp", rc), *attribute_groups("iwarp", rc),
+                  *post_groups("iwarp", rc)]:
+        if group.skip is not None:
+            continue
+        body = _post_and_follow if group.feature == "post rules" else modify_case
+        steps.run_group(checker, group, body, device.caps)
+        ran += len(group.cases)
+    return ran

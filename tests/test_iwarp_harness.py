@@ -23,10 +23,10 @@ from reports.divergence import DivergenceList
 from reports.html import render_html
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
-from suites import steps
-from suites.cases import attribute_groups, post_groups, transition_groups
+from suites.cases import transition_groups
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import FakeDevice
+from tests.sequences import run_iwarp_suites
 
 S = QPState
 RC = [QPType.RC]
@@ -59,24 +59,7 @@ def _checker(device: FakeDevice, recorder: RunRecorder | None = None) -> Checker
 def test_a_device_that_behaves_like_the_variant_passes_the_suites(style: str) -> None:
     device = _device(style)
     checker = _checker(device)
-    groups = [
-        *transition_groups("iwarp", RC),
-        *attribute_groups("iwarp", RC),
-        *post_groups("iwarp", RC),
-    ]
-    ran = 0
-    for group in groups:
-        if group.skip is not None:
-            continue
-        if group.feature == "post rules":
-            from suites.test_post_rules import _post_and_follow as body
-        else:
-
-            def body(qp, case, d=device):
-                steps.run_modify_case(qp, d, case)
-
-        steps.run_group(checker, group, body, device.caps)
-        ran += len(group.cases)
+    ran = run_iwarp_suites(checker, device)
     checker.close()
     assert checker.known == []
     assert device.live == []

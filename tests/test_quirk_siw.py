@@ -19,10 +19,9 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from reports.divergence import DivergenceList
-from suites import steps
-from suites.cases import attribute_groups, post_groups, transition_groups
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import FakeDevice
+from tests.sequences import run_iwarp_suites
 
 S = QPState
 RC = [QPType.RC]
@@ -52,20 +51,7 @@ def test_the_6_1_query_bug_is_known_in_every_iwarp_suite_case() -> None:
     quirks = _quirks(K61)
     device = _device("query_state_unset", K61)
     checker = _checker(device, quirks)
-    ran = 0
-    for group in [*transition_groups("iwarp", RC), *attribute_groups("iwarp", RC),
-                  *post_groups("iwarp", RC)]:
-        if group.skip is not None:
-            continue
-        if group.feature == "post rules":
-            from suites.test_post_rules import _post_and_follow as body
-        else:
-
-            def body(qp, case, d=device):
-                steps.run_modify_case(qp, d, case)
-
-        steps.run_group(checker, group, body, device.caps)  # fails on an unknown divergence
-        ran += len(group.cases)
+    ran = run_iwarp_suites(checker, device)  # fails on an unknown divergence
     checker.close()
     assert ran > 20
     assert checker.known, "the bug never showed: the test would prove nothing"
