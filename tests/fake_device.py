@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from models.attributes import DeviceCaps
 from models.enums import MTU, Attr, EventType, QPState, QPType, WCStatus
@@ -75,6 +76,16 @@ STORED_FIELDS: dict[Attr, tuple[str, ...]] = {
     Attr.MAX_DEST_RD_ATOMIC: ("max_dest_rd_atomic",), Attr.MIN_RNR_TIMER: ("min_rnr_timer",),
     Attr.DEST_QPN: ("dest_qp_num",),
 }
+#: Fake iWARP devices (variant iwarp) where the Linux iWARP drivers differ: "siw-like" names
+#: IDLE INIT (siw 6.12, cxgb4), refuses wherever the model lets it (siw's ENOTCONN posts) and
+#: stays put where a "may" move lets it; "irdma-like" names each state as asked and accepts.
+IWARP_STYLES: dict[str, dict[str, Any]] = {
+    "siw-like": {"names": {S.RESET: S.INIT, S.RTR: S.INIT}, "refuse_either": True,
+                 "land_elsewhere": True},
+    "irdma-like": {},
+}
+#: siw's caps: no P_Key table (iWARP has no P_Keys), one GID.
+SIW_CAPS = DeviceCaps(pkey_tbl_len=0, gid_tbl_len=1)
 #: How late late_duplicate_completion delivers its duplicate (seconds).
 LATE = 0.03
 

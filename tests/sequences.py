@@ -44,6 +44,21 @@ VALID_ATTRS: dict[str, int] = {
 }
 
 
+def recv_in_err(qp: CheckedQP) -> None:
+    """Into ERR, then a receive posted there (it must be refused or flushed)."""
+    qp.bring_to(S.ERR)
+    qp.post_recv()
+    qp.settle()
+
+
+def post_in_idle_then_err(qp: CheckedQP, verb: str) -> None:
+    """In INIT (iWARP: IDLE) one post_send or post_recv, then into ERR: its flush is due."""
+    qp.bring_to(S.INIT)
+    getattr(qp, verb)()
+    qp.bring_to(S.ERR)
+    qp.settle()
+
+
 def run_iwarp_suites(checker: Checker, device: Device) -> int:
     """Every runnable case of the iwarp transition, attribute and post suites on RC, as the
     suites run them (one QP per case; fails on an unknown divergence); how many ran."""

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
@@ -25,22 +24,16 @@ from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from suites.cases import transition_groups
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
-from tests.fake_device import FakeDevice
-from tests.sequences import run_iwarp_suites
+from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
+from tests.sequences import recv_in_err, run_iwarp_suites
 
 S = QPState
 RC = [QPType.RC]
 FAST = MachineConfig(settle_window=0.0, must_wait=0.0)
-SIW_CAPS = DeviceCaps(pkey_tbl_len=0, gid_tbl_len=1)
-IDLE_AS_INIT = {S.RESET: S.INIT, S.RTR: S.INIT}
-FAKES = {
-    "siw-like": {"names": IDLE_AS_INIT, "refuse_either": True, "land_elsewhere": True},
-    "irdma-like": {},
-}
 
 
 def _device(style: str, faults: tuple[str, ...] = ()) -> FakeDevice:
-    return FakeDevice(faults, variant="iwarp", caps=SIW_CAPS, qp_types=RC, **FAKES[style])
+    return FakeDevice(faults, variant="iwarp", caps=SIW_CAPS, qp_types=RC, **IWARP_STYLES[style])
 
 
 def _checker(device: FakeDevice, recorder: RunRecorder | None = None) -> Checker:
@@ -55,7 +48,7 @@ def _checker(device: FakeDevice, recorder: RunRecorder | None = None) -> Checker
     )
 
 
-@pytest.mark.parametrize("style", sorted(FAKES))
+@pytest.mark.parametrize("style", sorted(IWARP_STYLES))
 def test_a_device_that_behaves_like_the_variant_passes_the_suites(style: str) -> None:
     device = _device(style)
     checker = _checker(device)
@@ -81,7 +74,7 @@ def test_the_suites_skip_what_iwarp_does_not_have() -> None:
 SQE_SKIP = "SQE is entered only by a send error: covered by the error-handling suite"
 
 
-@pytest.mark.parametrize("style", sorted(FAKES))
+@pytest.mark.parametrize("style", sorted(IWARP_STYLES))
 def test_a_device_that_behaves_like_the_variant_passes_the_machine(
     style: str, tmp_path: Path
 ) -> None:
@@ -149,12 +142,6 @@ def _posts_then_err(qp) -> None:
     qp.settle()
 
 
-def _recv_in_err(qp) -> None:
-    qp.bring_to(S.ERR)
-    qp.post_recv()
-    qp.settle()
-
-
 #: Planted faults that are bugs on an iWARP QP too: (style, fault, sequence, rule, kind).
 IWARP_BUGS = [
     ("siw-like", "run_failed_post", _posts_then_err, "iwarp.post_send.RESET", "completion"),
@@ -163,7 +150,7 @@ IWARP_BUGS = [
     (
         "irdma-like",
         "recv_in_err_unflushed",
-        _recv_in_err,
+        recv_in_err,
         "iwarp.post_recv.ERR",
         "missing_completion",
     ),

@@ -13,21 +13,20 @@ from pathlib import Path
 import pytest
 
 from fixtures.plugin import QUIRKS_DIR
-from models.attributes import DeviceCaps
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from reports.divergence import DivergenceList
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
-from tests.fake_device import FakeDevice
-from tests.sequences import run_iwarp_suites
+from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
+from tests.sequences import post_in_idle_then_err, recv_in_err, run_iwarp_suites
 
 S = QPState
 RC = [QPType.RC]
 K61 = "6.1.0-50-amd64"
 K612 = "6.12.117+deb13-amd64"
-SIW = {"names": {S.RESET: S.INIT, S.RTR: S.INIT}, "refuse_either": True, "land_elsewhere": True}
+SIW = IWARP_STYLES["siw-like"]
 
 
 def _quirks(kernel: str) -> Quirks:
@@ -38,8 +37,8 @@ def _device(fault: str, kernel: str, accepts_in_err: bool = False) -> FakeDevice
     """A siw-like fake; accepts_in_err: it accepts posts in ERR (as siw's user rings do)
     instead of refusing where the variant lets it."""
     style = {**SIW, "refuse_either": False} if accepts_in_err else SIW
-    return FakeDevice([fault], variant="iwarp", caps=DeviceCaps(pkey_tbl_len=0, gid_tbl_len=1),
-                      qp_types=RC, kernel=kernel, **style)
+    return FakeDevice([fault], variant="iwarp", caps=SIW_CAPS, qp_types=RC, kernel=kernel,
+                      **style)
 
 
 def _checker(device: FakeDevice, quirks: Quirks) -> Checker:
@@ -85,16 +84,10 @@ def test_a_near_miss_is_not_masked(fault: str, kernel: str) -> None:
     checker.close()
 
 
-def _recv_in_err(qp) -> None:
-    qp.bring_to(S.ERR)
-    qp.post_recv()
-    qp.settle()
-
-
 def test_a_receive_posted_in_err_and_never_flushed_is_known() -> None:
     quirks = _quirks(K612)
     checker = _checker(_device("recv_in_err_unflushed", K612, accepts_in_err=True), quirks)
-    _recv_in_err(checker.open_qp(QPType.RC))
+    recv_in_err(checker.open_qp(QPType.RC))
     checker.close()
     assert {d.known_quirk for d in checker.known} == {"siw.user_post_in_err_never_flushed"}
 
@@ -102,9 +95,9 @@ def test_a_receive_posted_in_err_and_never_flushed_is_known() -> None:
 @pytest.mark.parametrize(
     ("fault", "sequence"),
     [
-        ("recv_in_err_wrong_status", _recv_in_err),  # flushed, but with SUCCESS
-        ("lost_flush", lambda qp: (qp.bring_to(S.INIT), qp.post_recv(), qp.bring_to(S.ERR),
-                                   qp.settle())),  # a WR posted BEFORE the move not flushed
+        ("recv_in_err_wrong_status", recv_in_err),  # flushed, but with SUCCESS
+        # a WR posted BEFORE the move not flushed
+        ("lost_flush", lambda qp: post_in_idle_then_err(qp, "post_recv")),
     ],
     ids=["wrong-status-in-err", "lost-flush-on-entering-err"],
 )
@@ -133,27 +126,13 @@ def test_err_is_final_is_known_and_a_qp_stuck_elsewhere_is_not() -> None:
     near.close()
 
 
-def _send_in_idle_then_err(qp) -> None:
-    qp.bring_to(S.INIT)
-    qp.post_send()
-    qp.bring_to(S.ERR)
-    qp.settle()
-
-
-def _recv_in_idle_then_err(qp) -> None:
-    qp.bring_to(S.INIT)
-    qp.post_recv()
-    qp.bring_to(S.ERR)
-    qp.settle()
-
-
 def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is_not() -> None:
     checker = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
-    _send_in_idle_then_err(checker.open_qp(QPType.RC))
+    post_in_idle_then_err(checker.open_qp(QPType.RC), "post_send")
     checker.close()
     assert "siw.send_accepted_in_idle_never_flushed" in {d.known_quirk for d in checker.known}
     near = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
     with pytest.raises(DivergenceError) as caught:
-        _recv_in_idle_then_err(near.open_qp(QPType.RC))
+        post_in_idle_then_err(near.open_qp(QPType.RC), "post_recv")
     assert caught.value.record.known_quirk is None
     near.close()
