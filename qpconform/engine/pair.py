@@ -337,7 +337,7 @@ class PairHarness(Engine):
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule:
         if event == EventType.SQ_DRAINED:
             return rules.SQD_DRAINED_EVENT
-        return rules.CQ_NO_OVERRUN if event == EventType.CQ_ERR else UNEXPECTED_EVENT
+        return super().unbooked_event_rule(track, event) or UNEXPECTED_EVENT
 
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
