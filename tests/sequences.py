@@ -79,3 +79,15 @@ def run_iwarp_suites(checker: Checker, device: Device) -> int:
         steps.run_group(checker, group, body, device.caps)
         ran += len(group.cases)
     return ran
+
+
+def run_iwarp_machine(device: Device, out_dir: Any, quirks: Any = None, **hypothesis: Any) -> Any:
+    """The stateful machine on RC under the iwarp variant, no quiet windows (a fake device),
+    derandomized; `hypothesis` settings (max_examples, stateful_step_count...) on top."""
+    from suites.test_stateful import MachineConfig, machine_settings, run_machine
+
+    return run_machine(
+        device, [QPType.RC], "iwarp", quirks,
+        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=out_dir,
+        hypothesis_settings=machine_settings(derandomize=True, database=None, **hypothesis),
+    )

@@ -23,13 +23,11 @@ from reports.html import render_html
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from suites.cases import transition_groups
-from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
-from tests.sequences import recv_in_err, run_iwarp_suites
+from tests.sequences import recv_in_err, run_iwarp_machine, run_iwarp_suites
 
 S = QPState
 RC = [QPType.RC]
-FAST = MachineConfig(settle_window=0.0, must_wait=0.0)
 
 
 def _device(style: str, faults: tuple[str, ...] = ()) -> FakeDevice:
@@ -79,16 +77,7 @@ def test_a_device_that_behaves_like_the_variant_passes_the_machine(
     style: str, tmp_path: Path
 ) -> None:
     device = _device(style)
-    known = run_machine(
-        device,
-        RC,
-        "iwarp",
-        config=FAST,
-        out_dir=tmp_path,
-        hypothesis_settings=machine_settings(
-            max_examples=120, stateful_step_count=10, derandomize=True, database=None
-        ),
-    )
+    known = run_iwarp_machine(device, tmp_path, max_examples=120, stateful_step_count=10)
     assert known == []
     assert device.live == []
     assert len(device.qps) > 120
@@ -112,20 +101,8 @@ def test_siw_6_1_query_bug_is_caught_by_a_targeted_sequence() -> None:
 def test_siw_6_1_query_bug_is_found_and_shrunk_by_the_machine(tmp_path: Path) -> None:
     device = _device("siw-like", ("query_state_unset",))
     with pytest.raises(DivergenceError) as caught:
-        run_machine(
-            device,
-            RC,
-            "iwarp",
-            config=FAST,
-            out_dir=tmp_path,
-            hypothesis_settings=machine_settings(
-                max_examples=300,
-                stateful_step_count=8,
-                derandomize=True,
-                database=None,
-                print_blob=False,
-            ),
-        )
+        run_iwarp_machine(device, tmp_path, max_examples=300, stateful_step_count=8,
+                          print_blob=False)
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, "iwarp.transition.RC.*->INIT"), record.rule_id
     assert record.kind == "state"

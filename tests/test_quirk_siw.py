@@ -18,9 +18,13 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from reports.divergence import DivergenceList
-from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
-from tests.sequences import post_in_idle_then_err, recv_in_err, run_iwarp_suites
+from tests.sequences import (
+    post_in_idle_then_err,
+    recv_in_err,
+    run_iwarp_machine,
+    run_iwarp_suites,
+)
 
 S = QPState
 RC = [QPType.RC]
@@ -59,12 +63,8 @@ def test_the_6_1_query_bug_is_known_in_every_iwarp_suite_case() -> None:
 
 
 def test_the_6_1_query_bug_is_known_to_the_stateful_machine(tmp_path: Path) -> None:
-    known = run_machine(
-        _device("query_state_unset", K61), RC, "iwarp", _quirks(K61),
-        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=tmp_path,
-        hypothesis_settings=machine_settings(max_examples=60, stateful_step_count=8,
-                                             derandomize=True, database=None),
-    )
+    known = run_iwarp_machine(_device("query_state_unset", K61), tmp_path, _quirks(K61),
+                              max_examples=60, stateful_step_count=8)
     assert known and {d.known_quirk for d in known} == {"siw.query_qp_state_unset"}
 
 
