@@ -43,6 +43,19 @@ def test_err_by_modify_flushes_rc_sends_in_flight(make_pair):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_err_on_one_end_with_receives_on_both(make_pair, qp_type):
+    """IB: the peer keeps its receives (ERR is one QP's); iWARP: the connection ends and
+    the peer enters ERR too, flushing them (iwarp.llp.close)."""
+    h = make_pair(qp_type)
+    h.post_recv("a")
+    h.post_recv("b")
+    h.modify("a", S.ERR)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_sends_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)
@@ -52,6 +65,7 @@ def test_sends_posted_in_err_flush(make_pair, qp_type):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_receives_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)
@@ -77,6 +91,7 @@ def test_send_to_peer_not_receiving(make_pair, qp_type, peer_state):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_send_to_destroyed_peer(make_pair, qp_type):
     h = make_pair(qp_type)
@@ -85,6 +100,7 @@ def test_send_to_destroyed_peer(make_pair, qp_type):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_receiver_not_ready(make_pair, qp_type):
     """RC: RNR_RETRY_EXC_ERR (rnr_retry=1) then ERR; UD/UC: silently dropped."""
@@ -95,6 +111,7 @@ def test_receiver_not_ready(make_pair, qp_type):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
 def test_bad_rkey(make_pair, qp_type):
     """RC: REM_ACCESS_ERR, requester ERR; responder ERR with QP_ACCESS_ERR. UC: dropped."""
@@ -104,6 +121,7 @@ def test_bad_rkey(make_pair, qp_type):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
 def test_good_rdma_write(make_pair, qp_type):
     h = make_pair(qp_type)
@@ -112,6 +130,7 @@ def test_good_rdma_write(make_pair, qp_type):
     h.quiet()
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_bad_lkey(make_pair, qp_type):
     """LOC_PROT_ERR; RC -> ERR with flush, UD/UC -> SQE (receives keep working)."""

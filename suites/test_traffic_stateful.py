@@ -120,6 +120,80 @@ def machine_for(qp_type: QPType, make: Callable[[], PairHarness]) -> type[RuleBa
     return TrafficMachine
 
 
+def iwarp_machine_for(make: Callable[[], PairHarness]) -> type[RuleBasedStateMachine]:
+    """The machine over an iWARP pair (one RC connection made through rdma_cm).
+
+    Only what an iWARP connection has: traffic both ways, a SEND meeting no receive or a
+    WRITE with a bad STag (Terminate: the connection ends), a modify to ERR (the peer
+    follows), a destroyed peer; then a new connection on two new QPs (an iWARP QP is
+    never reused). No SQD/SQE (iWARP's CLOSING/TERMINATE only end the connection), no
+    modify back to RTS (only the connection manager gets there).
+    """
+
+    class IwarpTrafficMachine(RuleBasedStateMachine):
+        @initialize()
+        def connect(self) -> None:
+            self.h = make()
+            self.h.connect()
+
+        def _state(self, side: str) -> QPState:
+            if self.h.desynced:  # a known divergence left WRs the model cannot place
+                self.h.resync()
+            return self.h.model.qp(side).state
+
+        @rule(side=SIDES)
+        def post_recv(self, side: str) -> None:
+            self._state(side)
+            self.h.post_recv(side)
+
+        @rule(side=SIDES, write=st.booleans())
+        def post_send(self, side: str, write: bool) -> None:
+            if self._state(side) in (S.RTS, S.ERR):
+                self.h.post_send(side, Op.RDMA_WRITE if write else Op.SEND)
+
+        @rule(side=SIDES)
+        def modify_to_err(self, side: str) -> None:
+            if self._state(side) == S.RTS:
+                self.h.modify(side, S.ERR)
+
+        @precondition(lambda self: "bad_rkey" in FAULTS)
+        @rule(side=SIDES)
+        def write_bad_rkey(self, side: str) -> None:
+            if self._state(side) == S.RTS:
+                self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+
+        @precondition(lambda self: "peer" in FAULTS)
+        @rule(side=SIDES)
+        def destroy_peer(self, side: str) -> None:
+            """Destroy one end; the other sees the connection end, and sends into ERR."""
+            other = "b" if side == "a" else "a"
+            self._state(side)
+            self.h.destroy(side)
+            self.h.post_send(other)
+            self.h.reconnect()
+
+        @rule()
+        def reconnect(self) -> None:
+            """Two new QPs and a new connection, once the old one has ended."""
+            if any(self._state(s) != S.RTS for s in ("a", "b")):
+                self.h.reconnect()
+
+        @invariant()
+        def states_match(self) -> None:
+            if hasattr(self, "h"):
+                for side in ("a", "b"):
+                    self.h.query(side)
+
+        def teardown(self) -> None:
+            if hasattr(self, "h"):
+                try:
+                    self.h.quiet()
+                finally:
+                    self.h.close()
+
+    return IwarpTrafficMachine
+
+
 EXAMPLES = int(os.environ.get("QPCONFORM_TRAFFIC_EXAMPLES", "6"))
 STEPS = int(os.environ.get("QPCONFORM_TRAFFIC_STEPS", "15"))
 
@@ -137,15 +211,22 @@ def device_settings() -> settings:
     )
 
 
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC, QPType.UD], ids=lambda t: t.name)
-def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds):
+def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds, variant):
     """With a budget, batches of the machine run until this QP type's share is spent;
-    each batch from its own seed, derived from the run's (fixtures/seeds.py)."""
+    each batch from its own seed, derived from the run's (fixtures/seeds.py). Under the
+    iwarp variant, the iWARP machine (RC only: other types are reported skips)."""
 
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
 
-    machine = machine_for(qp_type, make)
+    if variant == "iwarp":
+        if qp_type != QPType.RC:
+            pytest.skip(f"iWARP QPs are RC only: no {qp_type.name} pair (iwarp.qp_type.rc_only)")
+        machine = iwarp_machine_for(make)
+    else:
+        machine = machine_for(qp_type, make)
     machine.TestCase.settings = device_settings()
 
     def run_batch() -> int:

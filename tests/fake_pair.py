@@ -13,8 +13,9 @@ import dataclasses
 from collections.abc import Mapping
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import Fault, Op, PairModel, WireSettings
+from models.pair import Fault, Op, PairModel, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 
@@ -46,6 +47,10 @@ FAULTS = (
     # a CQ smaller than asked: it holds CQ_ROOM unpolled completions, then raises CQ_ERR
     "cq_overrun",
 )
+#: Faults of an iWARP fake pair (iwarp=True): the peer never sees the connection end, it
+#: sees it but flushes nothing, a SEND with no receive waits (IB's RNR) instead of ending
+#: the connection.
+IWARP_FAULTS = ("close_not_seen", "close_without_flush", "no_terminate")
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
 #: The status a send with a bad lkey completes with, per planted fault.
@@ -101,6 +106,8 @@ class FakeEnd:
 
     def query(self) -> QueryResult:
         """The fake's state and sq_draining."""
+        if self.side in self.pair.stuck:
+            return QueryResult(QPState.RTS, None)
         qp = self.pair.model.qp(self.side)
         if qp.state != QPState.SQD:
             return QueryResult(qp.state, None)
@@ -154,6 +161,8 @@ class FakeEnd:
             exp = self.pair.model.destroy(self.side)
             self.pair.model.apply(self.side, exp, True)
             self.closed = True
+            if self.pair.iwarp:  # the connection ends with the QP
+                self.pair.run_wire()
 
 
 class FakePair:
@@ -165,15 +174,21 @@ class FakePair:
         fault: str | None = None,
         settings: WireSettings = FAST,
         kernel: str = "none",
+        iwarp: bool = False,
     ) -> None:
-        if fault is not None and fault not in FAULTS:
+        if fault is not None and fault not in (IWARP_FAULTS if iwarp else FAULTS):
             raise ValueError(f"unknown planted fault {fault!r}")
+        self.iwarp = iwarp
+        self.stuck: set[str] = set()  # ends that report RTS whatever happened (close_not_seen)
         self.qp_type = QPType(qp_type)
         self.fault = fault
         self.settings = settings
         self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel}
         self.resumed: set[int] = set()  # sends SQD->RTS started
-        self.model = PairModel(self.qp_type, settings=settings)
+        self.model: PairModel = (
+            IwarpPairModel(self.qp_type, settings) if iwarp
+            else PairModel(self.qp_type, settings=settings)
+        )
         self._qpn = 100
         self.ends = {s: self._new_end(s) for s in ("a", "b")}
         self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
@@ -195,6 +210,14 @@ class FakePair:
         """A fresh fake QP in RESET."""
         self.ends[side] = self._new_end(side)
         self.model.recreate(side)
+        self.stuck.discard(side)
+
+    def establish(self) -> None:
+        """iWARP: the fake connection manager connects the two idle ends (both RTS)."""
+        assert isinstance(self.model, IwarpPairModel)
+        for step in self.model.establish():
+            for side, exp in step.effects:
+                self.emit(side, exp)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -235,6 +258,8 @@ class FakePair:
     def run_wire(self) -> None:
         """Let the wire finish every send it can (the fake is instantaneous)."""
         for step in self.model.progress():
+            if self.iwarp and self._bent_iwarp(step):
+                continue
             resumed = step.wr_id in self.resumed
             self.resumed.discard(step.wr_id)
             if resumed and self.fault == "sqd_rts_no_resume":
@@ -247,6 +272,20 @@ class FakePair:
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error
                     self.ends[side].async_events.append(EventType.QP_FATAL)
+
+    def _bent_iwarp(self, step: WireStep) -> bool:
+        """Play an iWARP wire step the planted fault's way; True when it is done so."""
+        if self.fault == "close_not_seen" and step.rule is LLP_CLOSED:
+            self.stuck.add(step.requester)  # reports RTS; flushes nothing
+            return True
+        if self.fault == "close_without_flush" and step.rule is LLP_CLOSED:
+            for side, exp in step.effects:
+                self.emit(side, dataclasses.replace(exp, completions=()))
+            return True
+        if self.fault == "no_terminate" and step.rule is NO_RECEIVE:
+            self.stuck.update(("a", "b"))  # the SEND waits: nothing completes, both stay RTS
+            return True
+        return False
 
     def _bent(self, rule_id: str, resumed: bool, exp: Expectation) -> Expectation:
         """The requester's completion with the status a planted fault gives it."""

@@ -26,10 +26,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import rules
+from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
 from models.outcomes import Expectation
-from models.pair import SIDES, Fault, Op, PairModel, WireSettings
+from models.pair import SIDES, Fault, Op, PairModel, WireSettings, WireStep
 from models.sources import DRIVER, MUST, OPTIONAL, Rule, Source
 from reports.divergence import Divergence, DivergenceFile, DivergenceSink
 
@@ -47,7 +47,10 @@ QUIET_WINDOW = float(os.environ.get("QPCONFORM_QUIET_WINDOW", "0.15"))
 #: After a move into SQD, ERR or SQE (or out of SQD) the end's next modify waits this long
 #: first, so a late event is judged against the move that raised it (fixtures/windows.toml).
 EVENT_WINDOW = 0.03
-_AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.")  # rules of wire-caused state changes
+#: Rules of wire-caused state changes (the harness follows them like a verb's).
+_AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.", *iwarp_pair.AUTOMATIC)
+#: How long an iWARP connection may take to end at the peer (TCP close seen, QP flushed).
+IWARP_CLOSE_BOUND = 3.0
 _DEFAULT_SINK: Any = object()  # "reports/out/divergences.json" (None: record nowhere)
 
 UNEXPECTED_COMPLETION = Rule(
@@ -130,6 +133,7 @@ class PairHarness(Engine):
         defer_events: bool = False,
         delivery: DeliveryLog | None = None,
         event_window: float | None = None,
+        table: str = "linux",
     ) -> None:
         judge = Judge(
             quirks,
@@ -139,10 +143,16 @@ class PairHarness(Engine):
         )
         super().__init__(judge, dict(device.identity), delivery)
         self.dev = device
-        self.model = PairModel(device.qp_type, settings=settings)
+        self.iwarp = table == "iwarp"
+        self.model: PairModel = (
+            iwarp_pair.IwarpPairModel(device.qp_type, settings)
+            if self.iwarp
+            else PairModel(device.qp_type, table, settings)
+        )
         self.settings = settings
         scale = time_scale or float(os.environ.get("QPCONFORM_TIME_SCALE", "1"))
-        self.bound = settings.bound() * scale
+        bound = max(settings.bound(), IWARP_CLOSE_BOUND) if self.iwarp else settings.bound()
+        self.bound = bound * scale
         self.quiet_window = QUIET_WINDOW * scale
         self.event_window = (EVENT_WINDOW if event_window is None else event_window) * scale
         self.steps: list[dict[str, Any]] = []  # one log for both ends
@@ -253,7 +263,13 @@ class PairHarness(Engine):
         )
 
     def resync(self) -> None:
-        """Both ends to RESET and back to RTS: nothing a known divergence left stays behind."""
+        """Both ends to RESET and back to RTS: nothing a known divergence left stays behind.
+
+        iWARP: new QPs on both ends and a new connection (an iWARP QP is never reused: siw
+        ignores RESET, and a connection ends for good)."""
+        if self.iwarp:
+            self.reconnect()
+            return
         for side in SIDES:
             if side in self.model.gone:
                 self.recreate(side)
@@ -284,10 +300,31 @@ class PairHarness(Engine):
                 )
 
     def connect(self) -> None:
-        """Both ends to RTS (INIT, RTR, RTS on each)."""
+        """Both ends to RTS (INIT, RTR, RTS on each; iWARP: INIT, then the connection)."""
+        if self.iwarp:
+            for side in SIDES:
+                self.bring_up(side, S.INIT)
+            self.dev.establish()
+            assert isinstance(self.model, iwarp_pair.IwarpPairModel)
+            self._book(self.model.establish())
+            self.settle()
+            self.flush_notes("match")
+            return
         for st in (S.INIT, S.RTR, S.RTS):
             for side in SIDES:
                 self.bring_up(side, st)
+
+    def reconnect(self) -> None:
+        """iWARP: destroy what is left of both ends, make two new QPs, connect them."""
+        for side in SIDES:
+            if side not in self.model.gone:
+                self.destroy(side)
+        for side in SIDES:
+            self.recreate(side)
+        for side in SIDES:
+            self.ends[side].ledger.excused.clear()
+        self.desynced = False
+        self.connect()
 
     def peer_psns(self, side: str) -> dict[str, int]:
         """rq_psn/sq_psn that match the peer's current send/expected PSNs (after a reset)."""
@@ -411,7 +448,11 @@ class PairHarness(Engine):
 
     def _wire(self) -> None:
         """Book what the wire did to every send it could finish, under its rule and step."""
-        for ws in self.model.progress():
+        self._book(self.model.progress())
+
+    def _book(self, wire_steps: list[WireStep]) -> None:
+        """Each wire step into the log; its effects into the ends' ledgers."""
+        for ws in wire_steps:
             self.steps.append(
                 {
                     "verb": "wire",
@@ -447,7 +488,13 @@ class PairHarness(Engine):
                 and got.sq_draining
                 and not track.model.draining
                 and time.monotonic() < deadline
-            ):  # a drain with nothing in flight ends promptly, not necessarily at once
+            ) or (
+                self.iwarp
+                and got.state == S.RTS
+                and track.model.state == S.ERR
+                and time.monotonic() < deadline
+            ):  # a drain with nothing in flight ends promptly, not necessarily at once; an
+                # iWARP peer enters ERR when it sees the connection end (TCP), a moment later
                 time.sleep(0.01)
                 got = self.dev.end(side).query()
             self._compare_state(side, got)
@@ -473,7 +520,8 @@ class PairHarness(Engine):
                 track, "state", why.rule, why.origin, f"state {qp.state.name}",
                 f"state {got.state.name}", [f"state={got.state.name}"],
             )
-            if self.diverge(track, d) is not None:
+            quirk = self.diverge(track, d)
+            if quirk is not None and not quirk.readback_only:  # else only the query is wrong
                 self.follow_state(track, got.state, track.last())
                 mine.state_because = Because(STATE_RULE, track.last())
         elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
