@@ -14,6 +14,8 @@ transport, made and ended by the connection manager. So, unlike PairModel's IB w
 Every decision names its rule, like models/pair.py.
 """
 
+from dataclasses import replace
+
 from models.enums import EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, Outcome
 from models.pair import BAD_LKEY, SIDES, Fault, Op, PairModel, WireSettings, WireStep
@@ -21,7 +23,9 @@ from models.qp import QPModel
 from models.sources import (
     DRIVER,
     KERNEL_SIW,
+    MAY,
     MUST,
+    RDMAC_VERBS,
     RFC5040,
     RFC5044,
     Rule,
@@ -113,6 +117,21 @@ BAD_STAG = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+LOCAL_ERROR_EVENT = Rule(
+    "iwarp.send.local_error_event",
+    "a send WR that fails at the requester (a bad lkey) completes in error, the connection "
+    "ends, and the requester may also raise QP_FATAL: the iWARP verbs surface a local "
+    "catastrophic error both ways (unlike InfiniBand's pair.completion_error.no_event)",
+    _both(
+        RDMAC_VERBS,
+        "ch. 8.3.2 (as siw cites it): a local error turns the WQE into a signalled one and "
+        "the local catastrophic error must be surfaced",
+        "siw_qp_sq_process() (siw_qp_tx.c): siw_qp_cm_drop(), siw_sqe_complete(..., "
+        "SIW_WC_LOC_QP_OP_ERR), siw_qp_event(qp, IB_EVENT_QP_FATAL)",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
 #: Rules of wire steps that move a QP on their own (the pair harness follows them).
 AUTOMATIC = (CM_ESTABLISHED.id, LLP_CLOSED.id, NO_RECEIVE.id, BAD_STAG.id)
 
@@ -173,7 +192,14 @@ class IwarpPairModel(PairModel):
         effects: list[tuple[str, Expectation]] = []
         if at_peer == "recv":
             effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
-        effects.append((side, req.send_completed(status)))
+        done = req.send_completed(status)
+        if status != WCStatus.SUCCESS:  # the QP left RTS: _close_if_left ends the connection
+            done = replace(
+                done,
+                allowed_events=(EventType.QP_FATAL,),
+                checked=(*done.checked, LOCAL_ERROR_EVENT),
+            )
+        effects.append((side, done))
         if at_peer == "terminate":
             self.connected = False
             allowed = (EventType.QP_ACCESS_ERR,) if rule is BAD_STAG else ()

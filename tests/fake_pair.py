@@ -50,7 +50,10 @@ FAULTS = (
 #: Faults of an iWARP fake pair (iwarp=True): the peer never sees the connection end, it
 #: sees it but flushes nothing, a SEND with no receive waits (IB's RNR) instead of ending
 #: the connection.
-IWARP_FAULTS = ("close_not_seen", "close_without_flush", "no_terminate")
+IWARP_FAULTS = (
+    "close_not_seen", "close_without_flush", "no_terminate",
+    "bad_lkey_loc_qp_op_err", "bad_lkey_rem_access_err",  # siw's status, and a near miss
+)
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
 #: The status a send with a bad lkey completes with, per planted fault.

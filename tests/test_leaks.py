@@ -94,3 +94,18 @@ def test_the_report_shows_a_leak():
         "identity": {"device": "rxe0"},
     }
     assert "LEAKED verbs objects: qp 1 -> 2" in verdict_line(build_report(run))
+
+
+def test_librdmacm_context_is_allowed_once_and_only_on_a_device_it_used(monkeypatch) -> None:
+    from fixtures import cm_connect
+
+    monkeypatch.setattr(cm_connect, "_CM_DEVICES", {"siw0"})
+    before = {"ctx": 0, "qp": 0}
+    allowed = cm_connect.librdmacm_contexts("siw0")
+    assert leaks.growth(before, {"ctx": 1, "qp": 0}, allowed) == {}
+    assert leaks.growth(before, {"ctx": 2, "qp": 0}, allowed) == {"ctx": (0, 2)}
+    assert leaks.growth(before, {"ctx": 1, "qp": 1}, allowed) == {"qp": (0, 1)}
+    assert cm_connect.librdmacm_contexts("rxe0") == {}
+    assert leaks.growth(before, {"ctx": 1, "qp": 0}, cm_connect.librdmacm_contexts("rxe0")) == {
+        "ctx": (0, 1)
+    }

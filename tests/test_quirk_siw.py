@@ -136,3 +136,28 @@ def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is
         post_in_idle_then_err(near.open_qp(QPType.RC), "post_recv")
     assert caught.value.record.known_quirk is None
     near.close()
+
+
+@pytest.mark.parametrize("kernel", [K61, K612])
+def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: str) -> None:
+    """siw.local_send_error_loc_qp_op_err covers siw's status on an iWARP pair (both
+    kernels: the same code); REM_ACCESS_ERR for the same send is still a divergence."""
+    from models.pair import Fault
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    def run(fault: str) -> PairHarness:
+        pair = FakePair(QPType.RC, fault, iwarp=True)
+        h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01,
+                        table="iwarp")
+        h.connect()
+        h.post_recv("a")
+        h.post_send("a", fault=Fault.BAD_LKEY)
+        h.quiet(0.01)
+        return h
+
+    h = run("bad_lkey_loc_qp_op_err")
+    assert [d.known_quirk for d in h.known] == ["siw.local_send_error_loc_qp_op_err"]
+    with pytest.raises(DivergenceError) as caught:
+        run("bad_lkey_rem_access_err")
+    assert caught.value.record.rule_id == "pair.bad_lkey"
