@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import Fault, Op, PairModel, WireSettings, WireStep
+from models.pair import BAD_LKEY, Fault, Op, PairModel, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 
@@ -53,6 +53,9 @@ FAULTS = (
 IWARP_FAULTS = (
     "close_not_seen", "close_without_flush", "no_terminate",
     "bad_lkey_loc_qp_op_err", "bad_lkey_rem_access_err",  # siw's status, and a near miss
+    # siw on a bad lkey: LOC_QP_OP_ERR and QP_FATAL, the connection dropped, but the QP
+    # itself stays in RTS and flushes nothing; and a near miss that leaves it in SQE
+    "siw_bad_lkey", "bad_lkey_to_sqe",
 )
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
@@ -284,6 +287,14 @@ class FakePair:
         if self.fault == "close_without_flush" and step.rule is LLP_CLOSED:
             for side, exp in step.effects:
                 self.emit(side, dataclasses.replace(exp, completions=()))
+            return True
+        if self.fault in ("siw_bad_lkey", "bad_lkey_to_sqe") and step.rule is BAD_LKEY:
+            req = self.ends[step.requester]
+            first = step.effects[-1][1].completions[0]
+            req.cq.append(Completion(first.wr_id, "send", WCStatus.LOC_QP_OP_ERR, req.qp_num))
+            req.async_events.append(EventType.QP_FATAL)
+            stays = QPState.RTS if self.fault == "siw_bad_lkey" else QPState.SQE
+            self.model.qp(step.requester).follow(stays)
             return True
         if self.fault == "no_terminate" and step.rule is NO_RECEIVE:
             self.stuck.update(("a", "b"))  # the SEND waits: nothing completes, both stay RTS

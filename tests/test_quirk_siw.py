@@ -161,3 +161,34 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
     with pytest.raises(DivergenceError) as caught:
         run("bad_lkey_rem_access_err")
     assert caught.value.record.rule_id == "pair.bad_lkey"
+
+
+def _bad_lkey_pair(fault: str, kernel: str):
+    from models.pair import Fault
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    pair = FakePair(QPType.RC, fault, iwarp=True)
+    h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, table="iwarp")
+    h.connect()
+    h.post_recv("a")
+    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post_send("a")  # accepted on a QP without a connection: never completes
+    h.quiet(0.01)
+    return h
+
+
+def test_siw_bad_lkey_is_known_and_a_qp_left_in_sqe_is_not() -> None:
+    """siw's whole bad-lkey behaviour (status, RTS kept, nothing flushed) is known on 6.12;
+    the same send leaving the QP in SQE is still a divergence of ibta.err.send_error."""
+    h = _bad_lkey_pair("siw_bad_lkey", K612)
+    assert {d.known_quirk for d in h.known} == {
+        "siw.local_send_error_loc_qp_op_err",
+        "siw.local_send_error_qp_stays_rts",
+        "siw.local_send_error_nothing_flushed",
+    }
+    with pytest.raises(DivergenceError) as caught:
+        _bad_lkey_pair("bad_lkey_to_sqe", K612)
+    assert (caught.value.record.kind, caught.value.record.rule_id) == (
+        "state", "ibta.err.send_error",
+    )
