@@ -56,6 +56,21 @@ def test_err_on_one_end_with_receives_on_both(make_pair, qp_type):
 
 
 @pytest.mark.iwarp_pair
+@pytest.mark.parametrize("how", [S.SQD, S.SQE], ids=lambda s: s.name)
+def test_iwarp_close_ends_the_connection(make_pair, variant, how):
+    """iWARP's CLOSING (SQD) and TERMINATE (SQE) by modify: both ends' WRs are flushed and
+    the peer enters ERR (iwarp.llp.close). InfiniBand's SQD and SQE are the drain and
+    error-handling tests'."""
+    if variant != "iwarp":
+        pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
+    h = make_pair(QPType.RC)
+    h.post_recv("a")
+    h.post_recv("b")
+    h.modify("a", how)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_sends_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)

@@ -124,10 +124,10 @@ def iwarp_machine_for(make: Callable[[], PairHarness]) -> type[RuleBasedStateMac
     """The machine over an iWARP pair (one RC connection made through rdma_cm).
 
     Only what an iWARP connection has: traffic both ways, a SEND meeting no receive or a
-    WRITE with a bad STag (Terminate: the connection ends), a modify to ERR (the peer
-    follows), a destroyed peer; then a new connection on two new QPs (an iWARP QP is
-    never reused). No SQD/SQE (iWARP's CLOSING/TERMINATE only end the connection), no
-    modify back to RTS (only the connection manager gets there).
+    WRITE with a bad STag (Terminate: the connection ends), a modify to ERR, SQD (CLOSING)
+    or SQE (TERMINATE) (the peer enters ERR), a destroyed peer; then a new connection on
+    two new QPs (an iWARP QP is never reused). No modify back to RTS (only the connection
+    manager gets there).
     """
 
     class IwarpTrafficMachine(RuleBasedStateMachine):
@@ -155,6 +155,13 @@ def iwarp_machine_for(make: Callable[[], PairHarness]) -> type[RuleBasedStateMac
         def modify_to_err(self, side: str) -> None:
             if self._state(side) == S.RTS:
                 self.h.modify(side, S.ERR)
+
+        @rule(side=SIDES, how=st.sampled_from([S.SQD, S.SQE]))
+        def close(self, side: str, how: QPState) -> None:
+            """A graceful close (SQD: iWARP's CLOSING) or a Terminate (SQE): the connection
+            ends, the peer enters ERR."""
+            if self._state(side) == S.RTS:
+                self.h.modify(side, how)
 
         @precondition(lambda self: "bad_rkey" in FAULTS)
         @rule(side=SIDES)

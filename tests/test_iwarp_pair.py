@@ -61,6 +61,18 @@ def _peer_destroyed(h: PairHarness) -> None:
     h.post_send("a")
 
 
+def _close_by_sqd(h: PairHarness) -> None:
+    h.post_recv("a")
+    h.post_recv("b")
+    h.modify("a", S.SQD)
+
+
+def _terminate_by_sqe(h: PairHarness) -> None:
+    h.post_recv("a")
+    h.post_recv("b")
+    h.modify("b", S.SQE)
+
+
 def _reconnect(h: PairHarness) -> None:
     h.modify("b", S.ERR)
     h.reconnect()
@@ -68,7 +80,11 @@ def _reconnect(h: PairHarness) -> None:
 
 
 @pytest.mark.parametrize(
-    "scenario", [_traffic, _err_by_modify, _no_receive, _bad_stag, _peer_destroyed, _reconnect]
+    "scenario",
+    [
+        _traffic, _err_by_modify, _no_receive, _bad_stag, _peer_destroyed, _reconnect,
+        _close_by_sqd, _terminate_by_sqe,
+    ],
 )
 def test_clean_fake_iwarp_pair_has_no_divergence(scenario):
     h = _harness()
