@@ -7,6 +7,7 @@ which compares every step with the model and raises DivergenceError on an unknow
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -85,42 +86,77 @@ def run_modify_case(qp: CheckedQP, device: Device, case: Case) -> None:
     qp.modify(qp.with_unmasked(attrs, case.mask, "other"), case.mask)
 
 
+#: At most this many cases share one QP (the chain's reproducer replays them all), and the
+#: next one starts on a fresh QP: every chain is also a sample of fresh-QP behaviour.
+REUSE_CHAIN = int(os.environ.get("QPCONFORM_REUSE_CHAIN", "8"))
+
+
 def run_group(
     checker: Checker,
     group: Group,
     body: Callable[[CheckedQP, Case], None],
     caps: DeviceCaps | None = None,
+    reuse_refused: bool = False,
 ) -> None:
     """Run each case of a group on its own QP; fail once, listing every unknown divergence.
 
     A divergence in one case must not hide the others, so each is caught and collected;
-    known (quirked) divergences never raise and so pass.
+    known (quirked) divergences never raise and so pass. With `reuse_refused`, a QP whose
+    case ended in a refused modify (a failed verb changes nothing: the model and the
+    read-back check that it did not) carries on to the next case, up to REUSE_CHAIN
+    cases, instead of a create, bring-up and destroy per case.
     """
     if len(group.cases) == 1 and caps is not None:
         reason = group.cases[0].unfit_reason(caps)
         if reason is not None:
             pytest.skip(reason)
     failures: list[str] = []
-    ran = 0
-    for case in group.cases:
-        if caps is not None and case.unfit_reason(caps) is not None:
-            continue
-        try:
-            qp = checker.open_qp(case.qp_type)
-        except UnsupportedQPType as exc:
-            pytest.skip(f"{case.qp_type.name}: {exc}")
-        ran += 1
-        try:
-            body(qp, case)
-        except DivergenceError as exc:
-            failures.append(f"{case.id}: {exc}")
-        finally:
+    ran, chain = 0, 0
+    qp: CheckedQP | None = None
+    try:
+        for case in group.cases:
+            if caps is not None and case.unfit_reason(caps) is not None:
+                continue
+            if qp is None:
+                try:
+                    qp = checker.open_qp(case.qp_type)
+                except UnsupportedQPType as exc:
+                    pytest.skip(f"{case.qp_type.name}: {exc}")
+                chain = 0
+            ran, chain = ran + 1, chain + 1
+            diverged = False
             try:
-                qp.destroy()
+                body(qp, case)
             except DivergenceError as exc:
-                failures.append(f"{case.id} (destroy): {exc}")
+                failures.append(f"{case.id}: {exc}")
+                diverged = True
+            if diverged or not (reuse_refused and chain < REUSE_CHAIN and _refused_last(qp)):
+                failures += _destroy(qp, case.id)
+                qp = None
+    finally:
+        if qp is not None:
+            failures += _destroy(qp, "last case")
     if failures:
         pytest.fail(
             f"{len(failures)} of {ran} cases diverged from the model:\n" + "\n".join(failures),
             pytrace=False,
         )
+
+
+def _refused_last(qp: CheckedQP) -> bool:
+    """The QP's last verb was a modify the model and the device both refused."""
+    last = qp.steps[-1] if qp.steps else {}
+    return (
+        not qp.broken
+        and last.get("verb") == "modify"
+        and last.get("expect", {}).get("outcome") == "refuse"
+        and last.get("result", {}).get("accepted") is False
+    )
+
+
+def _destroy(qp: CheckedQP, label: str) -> list[str]:
+    try:
+        qp.destroy()
+    except DivergenceError as exc:
+        return [f"{label} (destroy): {exc}"]
+    return []

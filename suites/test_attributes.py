@@ -38,4 +38,5 @@ def test_attribute(
         group,
         lambda qp, case: steps.run_modify_case(qp, device, case),
         caps=device.caps,
+        reuse_refused=True,
     )

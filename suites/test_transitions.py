@@ -33,4 +33,7 @@ def test_transition(
 ) -> None:
     """modify_qp from group.cur to group.nxt with the group's masks matches the model."""
     steps.check_session(group, qp_types, variant, steps.collection_variant(request.config))
-    steps.run_group(checker, group, lambda qp, case: steps.run_modify_case(qp, device, case))
+    steps.run_group(
+        checker, group, lambda qp, case: steps.run_modify_case(qp, device, case),
+        reuse_refused=True,
+    )
