@@ -111,10 +111,11 @@ def _refusal(exp: Expectation, verdict: Verdict | None) -> int:
 @dataclass(frozen=True)
 class Verdict:
     """A driver's own answer to a verb (accepted, or refused with errno), given in place
-    of the model's."""
+    of the model's; `state`: where an accepted modify leaves the QP (None: as asked)."""
 
     accepted: bool
     errno: int | None = None
+    state: QPState | None = None
 
 
 ACCEPTED = Verdict(True)
@@ -181,7 +182,9 @@ class FakeQP:
         exp = self.model.modify(attrs, mask)
         verdict = self.device.behaviour.modify(self, exp, attrs, mask)
         if verdict is not None:  # the driver's own answer
-            return self._modified(exp, attrs, mask, verdict.accepted, None, verdict.errno)
+            return self._modified(
+                exp, attrs, mask, verdict.accepted, verdict.state, verdict.errno
+            )
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
         accept, forced = self._accepts(exp), None
         if accept and exp.may_land and self.device.land_elsewhere:
