@@ -6,9 +6,12 @@ its profile (fixtures/quirks/<driver>.toml) cites. A step the driver shares with
 is the model's: uverbs and the core refuse before any driver (`reaches_driver`), and
 `ib_modify_qp_is_ok()` is the kernel's table, which the model transcribes. A step where the
 driver differs is a small method whose docstring names its profile entry and cites the
-code, with the entry's citation. What the source does not show (what the firmware or the
-hardware decides, completions, the attributes query_qp reads back) is left to the model, as
-for the plain fake.
+code, with the entry's citation. What the source does not show is left to the model, as
+for the plain fake: completions and their timing, the attributes query_qp reads back, what
+the hardware does with a WQE posted below RTS (these fakes never complete it). The firmware
+accepts a command the driver sends: bnxt_re and irdma check so little that a modify the
+model refuses by a rule they do not check reaches the firmware (`Driver.accepted_unchecked`
+lists those rules; any other refusal is an error of the fake).
 
 These fakes are predictions, like the profiles: they let the self-tests check that each
 profile covers what its driver's code does, each entry its own behaviour and nothing
@@ -167,9 +170,10 @@ class Mlx5(Driver):
     """mlx5_ib (mlx5_ib_modify_qp(), __mlx5_ib_modify_qp()) and rdma-core's libmlx5.
 
     Its checks before __mlx5_ib_modify_qp() are the model's: ib_modify_qp_is_ok() from the
-    asserted state, port, pkey_index, validate_rd_atomic() (which compares max_rd_atomic with
-    the responder limit and max_dest_rd_atomic with the initiator one: the same as the model
-    while the device reports both limits equal, as here). RESET->RESET returns 0 before it.
+    asserted state, port, pkey_index, validate_rd_atomic() (max_rd_atomic against
+    1 << log_max_ra_res_qp, which mlx5_ib_query_device() reports as max_qp_init_rd_atom;
+    max_dest_rd_atomic against log_max_ra_req_qp, reported as max_qp_rd_atom), and the
+    path_mtu range of __mlx5_ib_modify_qp(). RESET->RESET returns 0 before it.
     """
 
     name = "mlx5"
@@ -230,11 +234,13 @@ class BnxtRe(Driver):
 
     bnxt_re_modify_qp() checks little before the firmware command: the transition table
     from its own state record when STATE is given, path_mtu at ->RTR against the netdev's
-    MTU, max_dest_rd_atomic against max_qp_init_rd_atom, the CAP sizes (a CAP bit is never
-    valid in the table: refused first). It raises no SQ_DRAINED (bnxt_re_handle_qp_async_event()
-    knows QP errors, SRQ errors and LAST_WQE_REACHED only). The firmware here reports a larger
-    initiator than responder rd_atomic limit, the netdev's MTU gives active_mtu 4096 (jumbo
-    frames), and its P_Key table has one entry (bnxt_qplib_get_dev_attr(): max_pkey = 1).
+    MTU, max_dest_rd_atomic against max_qp_init_rd_atom, and the CAP sizes (not modelled: the
+    suites send CAP only with STATE, which the table refuses first). It raises no
+    SQ_DRAINED (bnxt_re_handle_qp_async_event() knows QP errors, SRQ errors and
+    LAST_WQE_REACHED only). The firmware here reports a larger initiator than responder
+    rd_atomic limit (else max_dest_rd_atomic_checked_against_init_rd_atom cannot show), the
+    netdev's MTU gives active_mtu 4096 (jumbo frames), and the P_Key table has one entry
+    (bnxt_qplib_get_dev_attr(): max_pkey = 1).
     """
 
     name = "bnxt_re"
