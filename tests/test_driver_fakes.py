@@ -393,3 +393,17 @@ def test_a_bent_deviation_is_not_covered(
     record = caught.value.record
     assert record.known_quirk is None
     assert (record.kind, record.rule_id) == (kind, rule)
+
+
+def test_irdma_errors_a_new_qp_on_reset_to_reset_too() -> None:
+    """irdma_modify_qp_roce() moves the hardware QP to ERROR on any ->RESET, RESET->RESET of
+    a new QP included: the INIT that follows is refused, and the entry's after =
+    RESET->RESET covers it (the engine names that self-move in the context)."""
+    run = RUNS["irdma"]
+    checker = _checker(run.device(), run.quirks())
+    qp = _qp(checker)
+    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    qp.modify(*qp.transition_attrs(S.INIT))
+    checker.close()
+    assert [d.known_quirk for d in checker.known] == ["irdma.reset_is_hw_error_reinit_refused"]
+    assert checker.known[0].context["after"] == ["RESET->RESET"]
