@@ -6,6 +6,12 @@ name) makes it diverge the way a buggy driver would. Completions and events go
 to per-QP fake queues, at once, or `delay` seconds after the first poll that could
 have seen them (a device that delivers asynchronously: what the engine's quiet
 windows are for).
+
+A `Behaviour` stands for a driver's own code (tests/driver_fakes.py: one per NIC driver,
+written from its source): it is asked first about every modify and post and may answer
+in the driver's place (`Verdict`); where it says nothing the model decides, as for the
+plain fake. It also sees every accepted modify (the driver's private state) and the
+events the QP would raise.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import errno
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from models.attributes import DeviceCaps
@@ -94,6 +101,53 @@ def _errno_of(exp: Expectation) -> int:
     return min(exp.errnos) if exp.errnos else errno.EINVAL
 
 
+def _refusal(exp: Expectation, verdict: Verdict | None) -> int:
+    """The errno of a refused post: the driver's, else the model's."""
+    if verdict is not None and verdict.errno is not None:
+        return verdict.errno
+    return _errno_of(exp)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A driver's own answer to a verb (accepted, or refused with errno), given in place
+    of the model's; `state`: where an accepted modify leaves the QP (None: as asked)."""
+
+    accepted: bool
+    errno: int | None = None
+    state: QPState | None = None
+
+
+ACCEPTED = Verdict(True)
+
+
+class Behaviour:
+    """A driver's own code, consulted by every FakeQP of a device before the model: each
+    method returns the driver's Verdict, or None to let the model decide. The base class
+    is a driver that does everything as the model says."""
+
+    name = "model"
+
+    def modify(
+        self, qp: FakeQP, exp: Expectation, attrs: AttrValues, mask: Attr
+    ) -> Verdict | None:
+        """modify_qp, after the model's expectation `exp` (not applied yet)."""
+        return None
+
+    def post(self, qp: FakeQP, queue: str, exp: Expectation) -> Verdict | None:
+        """post_send (queue "send") or post_recv ("recv") of one WR."""
+        return None
+
+    def modified(
+        self, qp: FakeQP, before: QPState, after: QPState, attrs: AttrValues, mask: Attr
+    ) -> None:
+        """A modify was accepted (`qp.private` keeps what the driver records per QP)."""
+
+    def events(self, qp: FakeQP, events: list[EventType]) -> list[EventType]:
+        """The affiliated events the QP raises, of those the model says it raises."""
+        return events
+
+
 class FakeQP:
     """One fake QP: a QPModel decides, planted faults bend the result."""
 
@@ -109,6 +163,7 @@ class FakeQP:
         self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
         self.recv_ids: set[int] = set()
         self.destroyed = False
+        self.private: dict[str, Any] = {}  # what a Behaviour (driver) records per QP
         # what query_qp reports: every field, zero until a modify sets it (a driver's struct)
         self.attrs: dict[str, int] = {f: 0 for fields in STORED_FIELDS.values() for f in fields}
 
@@ -125,6 +180,11 @@ class FakeQP:
     def modify(self, attrs: AttrValues, mask: Attr) -> VerbResult:
         mask = Attr(int(mask))
         exp = self.model.modify(attrs, mask)
+        verdict = self.device.behaviour.modify(self, exp, attrs, mask)
+        if verdict is not None:  # the driver's own answer
+            return self._modified(
+                exp, attrs, mask, verdict.accepted, verdict.state, verdict.errno
+            )
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
         accept, forced = self._accepts(exp), None
         if accept and exp.may_land and self.device.land_elsewhere:
@@ -154,17 +214,31 @@ class FakeQP:
         table_rule = exp.rule.id.startswith(("linux.transition.", "ibta.transition."))
         if not accept and target is None and table_rule and self._has("accept_attr_only_modify"):
             accept = True
+        return self._modified(exp, attrs, mask, accept, forced, None)
+
+    def _modified(
+        self,
+        exp: Expectation,
+        attrs: AttrValues,
+        mask: Attr,
+        accept: bool,
+        forced: QPState | None,
+        refusal: int | None,
+    ) -> VerbResult:
+        """Apply a decided modify: refused with `refusal` (None: the model's errno), or
+        accepted (stored, flushes, events), the QP then in `forced` if given."""
         before = self.model.state
         self.model.apply(exp, accept)
         if forced is not None:
             self.model.follow(forced)
         if not accept:
-            return VerbResult(False, _errno_of(exp))
+            return VerbResult(False, _errno_of(exp) if refusal is None else refusal)
         self._store(attrs, mask)
         after = self.model.state
         self._emit(exp.completions, entering_err=after == S.ERR and before != S.ERR)
         self._raise_events(exp, before, after, mask, attrs)
         self._hidden_effects(before, after, exp)
+        self.device.behaviour.modified(self, before, after, attrs, mask)
         return VerbResult(True)
 
     def query(self) -> QueryResult:
@@ -182,14 +256,15 @@ class FakeQP:
 
     def post_send(self, wr_id: int) -> VerbResult:
         exp = self.model.post_send(wr_id)
-        accept = self._accepts(exp)
+        verdict = self.device.behaviour.post(self, "send", exp)
+        accept = self._accepts(exp) if verdict is None else verdict.accepted
         self.model.apply(exp, accept)
         if not accept:
             if self._has("run_failed_post"):
                 self.hidden_sends.append(wr_id)
             if self._has("failed_post_completes_at_once"):
                 self.cq.append(Completion(wr_id, "send", WCStatus.SUCCESS, self.qp_num))
-            return VerbResult(False, _errno_of(exp))
+            return VerbResult(False, _refusal(exp, verdict))
         self._emit(exp.completions)
         if self.model.state == S.RTS:  # no wire: a started send completes at once
             done = self.model.send_completed(WCStatus.SUCCESS)
@@ -200,10 +275,11 @@ class FakeQP:
     def post_recv(self, wr_id: int) -> VerbResult:
         self.recv_ids.add(wr_id)
         exp = self.model.post_recv(wr_id)
-        accept = self._accepts(exp)
+        verdict = self.device.behaviour.post(self, "recv", exp)
+        accept = self._accepts(exp) if verdict is None else verdict.accepted
         self.model.apply(exp, accept)
         if not accept:
-            return VerbResult(False, _errno_of(exp))
+            return VerbResult(False, _refusal(exp, verdict))
         done = list(exp.completions)
         if self.model.state == S.ERR and self._has("recv_in_err_unflushed"):
             done = []
@@ -294,7 +370,8 @@ class FakeQP:
         self._queue_events(events)
 
     def _queue_events(self, events: Iterable[EventType]) -> None:
-        self.queued_events.extend(AsyncEvent(e, self.qp_num) for e in events)
+        raised = self.device.behaviour.events(self, list(events))
+        self.queued_events.extend(AsyncEvent(e, self.qp_num) for e in raised)
 
     def _hidden_effects(self, before: QPState, after: QPState, exp: Expectation) -> None:
         if self.hidden_sends and after == S.RTS:
@@ -336,12 +413,15 @@ class FakeDevice:
         names: Mapping[QPState, QPState] | None = None,
         refuse_either: bool = False,
         land_elsewhere: bool = False,
+        behaviour: Behaviour | None = None,
     ) -> None:
         """`names`: what query_qp calls a state (siw and cxgb4 call IDLE INIT);
         `refuse_either`: refuse where the model lets the device choose (else accept);
         `land_elsewhere`: an accepted modify that may leave the QP elsewhere does (iwarp: a
-        driver that ignores the move)."""
+        driver that ignores the move); `behaviour`: a driver's own code, asked before the
+        model (default: none, the model decides everything)."""
         self.faults = frozenset(faults)
+        self.behaviour = behaviour or Behaviour()
         self.names = dict(names or {})
         self.refuse_either = refuse_either
         self.land_elsewhere = land_elsewhere

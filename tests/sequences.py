@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from models.enums import Attr, QPState, QPType
 from qpconform.engine.device import Device
@@ -59,9 +63,21 @@ def post_in_idle_then_err(qp: CheckedQP, verb: str) -> None:
     qp.settle()
 
 
-def run_iwarp_suites(checker: Checker, device: Device) -> int:
-    """Every runnable case of the iwarp transition, attribute and post suites on RC, as the
-    suites run them (one QP per case; fails on an unknown divergence); how many ran."""
+@dataclass
+class SuiteRun:
+    """What run_suites did: cases run, and the groups skipped with their reason (a case
+    the device's caps cannot express, a start state a known quirk keeps the QP from)."""
+
+    ran: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def run_suites(
+    checker: Checker, device: Device, variant: str, qp_types: Sequence[QPType]
+) -> SuiteRun:
+    """Every case of the transition, attribute and post suites of `variant` on `qp_types`,
+    as the suites run them (one QP per case; fails on an unknown divergence, as a suite
+    test would); a group the suite test would skip is counted as skipped."""
     from suites import steps
     from suites.cases import attribute_groups, post_groups, transition_groups
     from suites.test_post_rules import _post_and_follow
@@ -69,25 +85,49 @@ def run_iwarp_suites(checker: Checker, device: Device) -> int:
     def modify_case(qp: CheckedQP, case: Any) -> None:
         steps.run_modify_case(qp, device, case)
 
-    ran = 0
-    rc = [QPType.RC]
-    for group in [*transition_groups("iwarp", rc), *attribute_groups("iwarp", rc),
-                  *post_groups("iwarp", rc)]:
+    run = SuiteRun()
+    types = list(qp_types)
+    for group in [*transition_groups(variant, types), *attribute_groups(variant, types),
+                  *post_groups(variant, types)]:
         if group.skip is not None:
             continue
         body = _post_and_follow if group.feature == "post rules" else modify_case
-        steps.run_group(checker, group, body, device.caps)
-        ran += len(group.cases)
-    return ran
+        try:
+            steps.run_group(checker, group, body, device.caps)
+        except pytest.skip.Exception as skipped:
+            run.skipped[group.id] = str(skipped)
+            continue
+        run.ran += len(group.cases)
+    return run
+
+
+def run_iwarp_suites(checker: Checker, device: Device) -> int:
+    """Every runnable case of the iwarp transition, attribute and post suites on RC, as the
+    suites run them (one QP per case; fails on an unknown divergence); how many ran."""
+    return run_suites(checker, device, "iwarp", [QPType.RC]).ran
+
+
+def run_stateful(
+    device: Device,
+    out_dir: Any,
+    variant: str,
+    qp_types: Sequence[QPType],
+    quirks: Any = None,
+    **hypothesis: Any,
+) -> Any:
+    """The stateful machine on `qp_types` under `variant`, no quiet windows (a fake device),
+    derandomized; `hypothesis` settings (max_examples, stateful_step_count...) on top.
+    Returns the known divergences (one per kind); raises on an unknown one."""
+    from suites.test_stateful import MachineConfig, machine_settings, run_machine
+
+    return run_machine(
+        device, list(qp_types), variant, quirks,
+        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=out_dir,
+        hypothesis_settings=machine_settings(derandomize=True, database=None, **hypothesis),
+    )
 
 
 def run_iwarp_machine(device: Device, out_dir: Any, quirks: Any = None, **hypothesis: Any) -> Any:
     """The stateful machine on RC under the iwarp variant, no quiet windows (a fake device),
     derandomized; `hypothesis` settings (max_examples, stateful_step_count...) on top."""
-    from suites.test_stateful import MachineConfig, machine_settings, run_machine
-
-    return run_machine(
-        device, [QPType.RC], "iwarp", quirks,
-        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=out_dir,
-        hypothesis_settings=machine_settings(derandomize=True, database=None, **hypothesis),
-    )
+    return run_stateful(device, out_dir, "iwarp", [QPType.RC], quirks, **hypothesis)

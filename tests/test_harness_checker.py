@@ -331,3 +331,24 @@ def test_delivery_delays_are_measured_for_completions_and_events() -> None:
     assert summary["completion"]["count"] == 2 and summary["event"]["count"] == 1
     assert 0 <= summary["completion"]["p50_ms"] <= summary["completion"]["max_ms"]
     assert log.text().startswith("completions: 2, p50 ")
+
+
+def test_the_after_context_names_a_modify_into_the_state_the_qp_was_in() -> None:
+    """RESET->RESET is an entry into RESET for a driver (irdma errors its hardware QP on any
+    ->RESET): `after` names it, on a new QP and after an earlier entry, and forgets it once
+    the QP enters RESET from elsewhere."""
+    checker = Checker(FakeDevice(), settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
+                      reproducer_dir=None)
+    qp = checker.open_qp(QPType.RC)
+    assert qp.track.context(qp.track.last())["after"] == []
+    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    assert qp.track.context(qp.track.last())["after"] == ["RESET->RESET"]
+    qp.bring_to(S.INIT)
+    qp.bring_to(S.RESET)
+    assert qp.track.context(qp.track.last())["after"] == ["INIT->RESET", "RESET->INIT"]
+    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    after = qp.track.context(qp.track.last())["after"]
+    assert after == ["INIT->RESET", "RESET->INIT", "RESET->RESET"]
+    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)  # refused: no entry into anything
+    assert qp.track.context(qp.track.last())["after"] == after
+    checker.close()

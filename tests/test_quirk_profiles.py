@@ -169,6 +169,10 @@ def _entry(family: str, quirk_id: str, kernel: str = K612, rdma_core: str = "56.
 
 ACCEPTED = ["outcome=accepted"]
 EOPNOTSUPP = ["outcome=refused", "errno=EOPNOTSUPP"]
+DRAINED_MISSING = {"kind": "missing_event", "rule_id": "ibta.sqd.drained_event",
+                   "tags": ["missing_event", "missing_event=SQ_DRAINED"]}
+FATAL_MISSING = {"kind": "missing_event", "rule_id": "ibta.err.async_error",
+                 "tags": ["missing_event", "missing_event=QP_FATAL"]}
 NEAR_MISSES = [
     # (family, id, the predicted record, a near miss the entry must not hide)
     ("mlx5", "mlx5.no_rts_to_sqd", {}, {"rule_id": "linux.transition.RC.SQD->RTS"}),
@@ -194,8 +198,24 @@ NEAR_MISSES = [
      {"rule_id": "attr.max_rd_atomic.range", "tags": ACCEPTED},
      {"rule_id": "attr.max_dest_rd_atomic.range", "tags": ["outcome=refused", "errno=EINVAL"]}),
     ("bnxt_re", "bnxt_re.path_mtu_zero_accepted",
-     {"rule_id": "attr.path_mtu.range", "attrs": {"path_mtu": 0}, "tags": ACCEPTED},
-     {"rule_id": "attr.path_mtu.range", "attrs": {"path_mtu": 6}, "tags": ACCEPTED}),
+     {"rule_id": "attr.path_mtu.range", "attrs": {"path_mtu": 6}, "tags": ACCEPTED},
+     # an ibv_mtu value above the netdev's MTU: bnxt_re refuses it (EINVAL)
+     {"rule_id": "attr.path_mtu.range", "attrs": {"path_mtu": 5}, "tags": ACCEPTED}),
+    ("bnxt_re", "bnxt_re.pkey_index_unchecked",
+     {"rule_id": "attr.pkey_index.range", "tags": ACCEPTED},
+     {"rule_id": "attr.pkey_index.range", "tags": EOPNOTSUPP}),
+    ("bnxt_re", "bnxt_re.sq_drained_never_raised", DRAINED_MISSING, FATAL_MISSING),
+    ("irdma", "irdma.cur_state_ignored",
+     {"rule_id": "linux.cur_state.allowed", "attrs": {"cur_qp_state": 1}, "tags": ACCEPTED},
+     {"rule_id": "linux.transition.RC.RTR->RTS", "attrs": {}, "tags": ACCEPTED}),
+    ("irdma", "irdma.reset_is_hw_error_reinit_refused",
+     {"state": "RESET", "rule_id": "linux.transition.RC.RESET->INIT",
+      "context": {"after": ["RESET->RESET"]}},
+     {"state": "RESET", "rule_id": "linux.transition.RC.RESET->INIT",
+      "context": {"after": ["RESET->INIT"]}}),
+    ("irdma", "irdma.sq_drained_never_raised", DRAINED_MISSING, FATAL_MISSING),
+    ("efa", "efa.sq_drained_never_raised", {**DRAINED_MISSING, "qp_type": "UD"},
+     {**FATAL_MISSING, "qp_type": "UD"}),
     ("irdma", "irdma.reset_is_hw_error_reinit_refused",
      {"state": "RESET", "rule_id": "linux.transition.UD.RESET->INIT",
       "context": {"after": ["RTS->RESET"]}},

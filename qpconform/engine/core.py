@@ -74,6 +74,8 @@ class Track:
     broken: bool = False  # an unknown divergence was raised: the model may be off
     settle_step: dict[str, Any] | None = None
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (step, from, to)
+    #: accepted modifies to the state the QP was already in, e.g. RESET->RESET: (step, state)
+    self_moves: list[tuple[int, str]] = field(default_factory=list)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
     quiet_from: int | None = None  # the first step whose quiet window is still open
@@ -119,12 +121,20 @@ class Track:
             self.drained_events = 0
 
     def context(self, origin: int) -> dict[str, Any]:
-        """What the engine knows at a divergence: quirk conditions match on it."""
+        """What the engine knows at a divergence: quirk conditions match on it.
+
+        `after` names, per state, the QP's last entry into it from another state, and a
+        modify into the state it was in (RESET->RESET) made after that entry, or when the
+        QP never entered it otherwise (a new QP's RESET->RESET): a driver may act on it
+        (irdma moves its hardware QP to ERROR on any ->RESET)."""
         step = self.steps[origin] if 0 <= origin < len(self.steps) else {}
         last_entry = {nxt: cur for _, cur, nxt in self.history}  # the newest entry wins
+        entered_at = {nxt: at for at, _, nxt in self.history}
+        after = {f"{cur}->{nxt}" for nxt, cur in last_entry.items()}
+        after |= {f"{st}->{st}" for at, st in self.self_moves if at > entered_at.get(st, -1)}
         found: dict[str, Any] = {
             "state": self.model.state.name,
-            "after": sorted(f"{cur}->{nxt}" for nxt, cur in last_entry.items()),
+            "after": sorted(after),
             "since": sorted({nxt for at, _, nxt in self.history if at >= origin >= 0}),
         }
         expect = step.get("expect", {})
@@ -217,6 +227,8 @@ class Engine:
                                f"refused ({errno_name(res.errno)})")
         track.model.apply(exp, res.accepted)
         self.moved(track, exp.state_before, track.model.state, idx, exp.verb == "modify")
+        if res.accepted and _self_move(exp, track.steps[idx], track.model.state):
+            track.self_moves.append((idx, track.model.state.name))
         if res.accepted:
             track.ledger.expect(exp, idx)
         never = len(track.ledger.never)
@@ -597,6 +609,14 @@ class Engine:
         self.observe(left, bound)
         for track in chosen:
             track.quiet_from = None
+
+
+def _self_move(exp: Expectation, step: dict[str, Any], now: QPState) -> bool:
+    """Was this an accepted modify with STATE to the state the QP was already in?"""
+    return (
+        exp.verb == "modify" and "STATE" in step.get("mask", ())
+        and exp.state_before == exp.state_if_accepted == now
+    )
 
 
 def _state_names(model: QPModel, exp: Expectation) -> dict[str, list[str]] | None:
