@@ -3,11 +3,10 @@
 import pytest
 
 from models.enums import Attr, QPState, QPType
-from models.pair import WireSettings
+from qpconform.engine.connect import HOLD
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
-HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
 N = Attr.EN_SQD_ASYNC_NOTIFY
 NOTIFY_CASES = {
     "notify": ({"en_sqd_async_notify": 1}, N),

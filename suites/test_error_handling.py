@@ -10,12 +10,11 @@ goes to reports/out/divergences.json and the run record.
 import pytest
 
 from models.enums import QPState, QPType
-from models.pair import Fault, Op, WireSettings
+from models.pair import Fault, Op
+from qpconform.engine.connect import HOLD
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
-#: RC sends wait (RNR, infinite retry) until the peer posts a receive: outstanding for sure.
-HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
 
 
 def _outstanding_sends(h, side: str = "a", n: int = 3) -> list[int]:

@@ -18,7 +18,7 @@ import pytest
 from fixtures.plugin import QUIRKS_DIR
 from models.enums import QPState, QPType
 from models.pair import Fault, Op, WireSettings
-from qpconform.engine.connect import FAST
+from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.pair import PairHarness
@@ -33,7 +33,7 @@ S = QPState
 K61 = "6.1.0-50-amd64"
 K612 = "6.12.117+deb13-amd64"
 #: RC sends wait (RNR, infinite retry) until the peer posts a receive: in flight for sure.
-HOLD = WireSettings(timeout=10, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
+
 
 
 def rxe_quirks(kernel: str) -> Quirks:
