@@ -29,6 +29,11 @@ if mode == "hang":
 if mode == "crash":
     print("qemu: kvm assertion failed", flush=True)
     sys.exit(134)
+mark = os.environ["FAKE_QEMU_PIDS"] + ".panicked"
+if mode == "panic" or (mode == "panic-once" and not os.path.exists(mark)):
+    open(mark, "w").close()
+    print("[ 4.8] Kernel panic - not syncing: Fatal exception in interrupt", flush=True)
+    sys.exit(0)
 out.write(f"QPCONFORM-BOOTED {nonce}\\r\\n")
 out.write("hello from the guest\\r\\nprogress...")
 out.flush()
@@ -193,3 +198,30 @@ def test_choose_accels(tmp_path):
     runner.remember_kvm_failure(kernel, memo)
     assert runner.choose_accels("auto", kernel, memo, kvm_ok=True) == ["tcg"]
     assert runner.choose_accels("auto", tmp_path / "other", memo, kvm_ok=True) == ["kvm", "tcg"]
+
+
+def test_a_kernel_panic_at_boot_is_booted_once_more(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "panic-once")
+    notes = []
+    accel, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
+        time.monotonic() + 60, io.BytesIO(), note=notes.append,
+    )
+    assert accel == "tcg" and outcome.kind == "exited" and outcome.status == 7
+    assert len(notes) == 1 and "kernel panicked while booting" in notes[0]
+    assert "Fatal exception" in notes[0] and "once more" in notes[0]
+    assert len(assert_all_dead(tmp_path)) == 2
+
+
+def test_a_kernel_that_panics_again_is_reported_not_retried_forever(
+    fake_qemu, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "panic")
+    notes = []
+    _, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
+        time.monotonic() + 60, io.BytesIO(), note=notes.append,
+    )
+    assert outcome.kind == "died" and b"Kernel panic" in outcome.boot_output
+    assert len(notes) == 1  # one more boot, then the failure is reported
+    assert len(assert_all_dead(tmp_path)) == 2

@@ -304,13 +304,25 @@ def boot(
     """
     outcome = Outcome("died", message="no accelerator to try")
     accel = accels[0] if accels else "none"
-    for index, accel in enumerate(accels):
+    attempts, retried, index = list(accels), False, 0
+    while index < len(attempts):
+        accel = attempts[index]
         argv = build_argv(spec_for(accel), accel)
         outcome = run(argv, nonce, boot_timeouts.get(accel, 120.0), deadline, out, log)
         failed_boot = outcome.kind == "boot-timeout" or (
             outcome.kind == "died" and outcome.boot_seconds is None
         )
-        if not failed_boot or index == len(accels) - 1:
+        last_try = index == len(attempts) - 1
+        if failed_boot and last_try and not retried and _panicked(outcome):
+            # a guest kernel that panics before userspace (seen once under TCG: an int3 in
+            # early init) says nothing about the run: boot it once more, saying so
+            retried = True
+            attempts.append(accel)
+            note(f"{accel.upper()} guest kernel panicked while booting "
+                 f"({_last_line(outcome)}); booting it once more")
+            index += 1
+            continue
+        if not failed_boot or last_try:
             return accel, outcome
         if outcome.kind == "boot-timeout":
             why = f"gave no sign of life within {boot_timeouts.get(accel, 120.0):.0f} s; killed it"
@@ -318,5 +330,15 @@ def boot(
             last = outcome.boot_output.decode(errors="replace").strip().splitlines()[-1:]
             why = f"QEMU ended before the guest booted (status {outcome.qemu_returncode}"
             why += f": {last[0][:200]})" if last else ")"
-        note(f"{accel.upper()} guest {why}; falling back to {accels[index + 1].upper()}")
+        note(f"{accel.upper()} guest {why}; falling back to {attempts[index + 1].upper()}")
+        index += 1
     return accel, outcome
+
+
+def _panicked(outcome: Outcome) -> bool:
+    return outcome.kind == "died" and b"Kernel panic" in outcome.boot_output
+
+
+def _last_line(outcome: Outcome) -> str:
+    lines = outcome.boot_output.decode(errors="replace").strip().splitlines()
+    return lines[-1][:200] if lines else "no output"
