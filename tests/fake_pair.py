@@ -56,6 +56,8 @@ IWARP_FAULTS = (
     # siw on a bad lkey: LOC_QP_OP_ERR and QP_FATAL, the connection dropped, but the QP
     # itself stays in RTS and flushes nothing; and a near miss that leaves it in SQE
     "siw_bad_lkey", "bad_lkey_to_sqe",
+    # siw's RTS->SQE (TERMINATE) flushes nothing of its own; the same on RTS->SQD: near miss
+    "sqe_keeps_own_wrs", "sqd_keeps_own_wrs",
 )
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
@@ -90,6 +92,9 @@ class FakeEnd:
         model.apply(self.side, exp, ok)
         if not ok:
             return VerbResult(False, 22, "refused by the fake")
+        kept = {"sqe_keeps_own_wrs": QPState.SQE, "sqd_keeps_own_wrs": QPState.SQD}
+        if was == QPState.RTS and kept.get(str(self.pair.fault)) == exp.state_if_accepted:
+            exp = dataclasses.replace(exp, completions=())
         self.pair.emit(self.side, exp)
         nxt = QPState(attrs["qp_state"]) if Attr.STATE in mask else was
         fault = self.pair.fault

@@ -192,3 +192,28 @@ def test_siw_bad_lkey_is_known_and_a_qp_left_in_sqe_is_not() -> None:
     assert (caught.value.record.kind, caught.value.record.rule_id) == (
         "state", "ibta.err.send_error",
     )
+
+
+def test_terminate_keeping_its_receives_is_known_but_a_close_keeping_them_is_not() -> None:
+    """siw.terminate_flushes_nothing_locally covers RTS->SQE's own receives; the same loss on
+    RTS->SQD (CLOSING, which siw does flush) is still a divergence of iwarp.err.flush."""
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    def close(fault: str, how: QPState) -> PairHarness:
+        pair = FakePair(QPType.RC, fault, iwarp=True)
+        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, table="iwarp")
+        h.connect()
+        h.post_recv("a")
+        h.post_recv("b")
+        h.modify("a", how)
+        h.quiet(0.01)
+        return h
+
+    h = close("sqe_keeps_own_wrs", S.SQE)
+    assert {d.known_quirk for d in h.known} == {"siw.terminate_flushes_nothing_locally"}
+    with pytest.raises(DivergenceError) as caught:
+        close("sqd_keeps_own_wrs", S.SQD)
+    assert (caught.value.record.kind, caught.value.record.rule_id) == (
+        "missing_completion", "iwarp.err.flush",
+    )
