@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from models.enums import Attr
+from models.enums import AccessFlag, Attr
 from models.sources import KERNEL_UVERBS_CMD_C, LAYERS, MAY, MUST, Rule, Source, ibta
 
 _QUERY = "ch. 11.2.5.3 Query Queue Pair (output modifiers)"
@@ -57,6 +57,24 @@ READBACK_ROUNDED = Rule(
     kind=MAY,
     layer="driver",
 )
+READBACK_ACCESS = Rule(
+    "attr.readback.access_flags",
+    "qp_access_flags reads back with every REMOTE_READ and REMOTE_WRITE bit the modify set; the "
+    "other bits are the driver's: LOCAL_WRITE, REMOTE_ATOMIC, MW_BIND and the rest may be "
+    "dropped (mlx5 reports only the remote bits it holds, irdma has no atomics) and "
+    "LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ may be added (bnxt_re forces them on, irdma sets "
+    "LOCAL_WRITE and REMOTE_WRITE together)",
+    Source(
+        "linux drivers/infiniband/hw (6.1, 6.12)",
+        "mlx5/qp.c query_qp_attr(): qp_access_flags |= REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC "
+        "from the QPC's rre/rwe/rae only; bnxt_re/ib_verbs.c bnxt_re_modify_qp(): access |= "
+        "LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ ('Temp: Set all params on QP as of now'); "
+        "irdma/verbs.c irdma_get_ib_acc_flags(): LOCAL_WRITE|REMOTE_WRITE from one bit "
+        "(wr_rdresp_en), REMOTE_READ, MW_BIND",
+    ),
+    kind=MAY,
+    layer="driver",
+)
 assert READBACK.layer in LAYERS
 
 #: Fields query_qp reports and the mask bit that sets each (ah_* and alt_* are not compared:
@@ -90,8 +108,11 @@ class Expected:
     values: frozenset[int]
     rule: Rule
     set_by: int  # the mask the modify that set it had (for the report)
+    must_bits: int | None = None  # access flags: these bits must be set, the rest may vary
 
     def text(self, name: str) -> str:
+        if self.must_bits is not None:
+            return f"{name} with {self.must_bits:#x} set (other bits: {self.rule.id})"
         shown = "|".join(str(v) for v in sorted(self.values))
         return f"{name}={shown}"
 
@@ -149,7 +170,29 @@ class Stored:
         ]
 
 
+#: The access bits whose read-back drivers differ on (LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ,
+#: REMOTE_ATOMIC, MW_BIND), and the two that must read back when set.
+_ACCESS_VARYING = 0x1F
+_ACCESS_MUST = int(AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ)
+
+
+def _access_expected(value: int, mask: int) -> Expected:
+    """Every value with the remote bits set that were set, any of the varying bits, and the
+    value's bits beyond them kept or dropped (a driver keeps only what it supports)."""
+    must = value & _ACCESS_MUST
+    varying = [1 << i for i in range(5) if (_ACCESS_VARYING & ~must) >> i & 1]
+    beyond = value & ~_ACCESS_VARYING
+    values = {
+        must | extra | sum(b for i, b in enumerate(varying) if pick >> i & 1)
+        for pick in range(1 << len(varying))
+        for extra in (0, beyond)
+    }
+    return Expected(frozenset(values), READBACK_ACCESS, mask, must_bits=must)
+
+
 def _expected(name: str, value: int, mask: int) -> Expected:
+    if name == "qp_access_flags":
+        return _access_expected(value, mask)
     values = {value}
     rule = READBACK
     if name in WIDTHS:

@@ -80,3 +80,42 @@ def test_the_transition_sweep_catches_a_driver_that_stores_wrongly(fault: str, r
         if group.qp_type == QPType.RC:
             steps.run_group(checker, group, lambda qp, case: steps.run_modify_case(qp, clean,
                                                                                    case))
+
+
+@pytest.mark.parametrize(
+    ("set_to", "reported", "fine"),
+    [
+        (0x3, 0x2, True),    # mlx5: only the remote bits it holds (LOCAL_WRITE dropped)
+        (0x3, 0x7, True),    # bnxt_re: LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ forced on
+        (0x1, 0x3, True),    # irdma: LOCAL_WRITE and REMOTE_WRITE from one bit
+        (0xE, 0x6, True),    # no atomics (irdma)
+        (0x13, 0x3, True),   # MW_BIND dropped
+        (0x3, 0x3, True),
+        (0x6, 0x2, False),   # REMOTE_READ set and lost
+        (0x3, 0x1, False),   # REMOTE_WRITE set and lost
+        (0x3, 0x23, False),  # a bit beyond the QP access bits appeared
+    ],
+)
+def test_access_flags_read_back_keeps_the_remote_bits_the_rest_is_the_drivers(
+    set_to: int, reported: int, fine: bool
+) -> None:
+    from models.enums import Attr
+    from models.readback import READBACK_ACCESS, Stored
+
+    stored = Stored()
+    stored.store({"qp_access_flags": set_to}, Attr.ACCESS_FLAGS)
+    found = stored.differences({"qp_access_flags": reported})
+    assert (found == []) is fine, found
+    if found:
+        name, exp, seen = found[0]
+        assert exp.rule is READBACK_ACCESS and seen == reported
+        assert f"{set_to & 0x6:#x} set" in exp.text(name)
+
+
+def test_access_flags_with_every_bit_set_stay_cheap() -> None:
+    from models.enums import Attr
+    from models.readback import Stored
+
+    stored = Stored()
+    stored.store({"qp_access_flags": 0xFFFFFFFF}, Attr.ACCESS_FLAGS)
+    assert len(stored.fields["qp_access_flags"].values) <= 64
