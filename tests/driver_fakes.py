@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from models import uverbs
 from models.attributes import DeviceCaps, broken_value_rules
-from models.enums import MTU, STANDARD_BITS, Attr, EventType, QPState, QPType
+from models.enums import MTU, STANDARD_BITS, AccessFlag, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, Outcome
 from models.sources import CORE, UVERBS
 from models.table import CUR_STATE_ALLOWED_FROM, variant
@@ -46,6 +46,7 @@ RDMA_CORE = "56.1"
 RDMA_CORE_OLD = "46.0"
 _LINUX = variant("linux")
 _REFUSED = Verdict(False, errno.EINVAL)
+_REMOTE_ACCESS = AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ | AccessFlag.REMOTE_ATOMIC
 
 
 # ------------------------------------------------------------ the kernel before any driver
@@ -226,6 +227,11 @@ class Mlx5(Driver):
         if Attr.STATE in mask and after == S.RESET:
             qp.cq.clear()
             qp.staged.clear()
+        if Attr.ACCESS_FLAGS in mask:
+            # attr.readback.access_flags: linux v6.1, v6.12 drivers/infiniband/hw/mlx5/qp.c
+            # query_qp_attr(): qp_access_flags |= REMOTE_READ/WRITE/ATOMIC from the QPC's
+            # rre/rwe/rae only -- LOCAL_WRITE and MW_BIND never read back
+            qp.attrs["qp_access_flags"] &= int(_REMOTE_ACCESS)
 
 
 # ----------------------------------------------------------------------------- bnxt_re
@@ -272,6 +278,17 @@ class BnxtRe(Driver):
             if verdict is not None:
                 return verdict
         return self.accepted_unchecked(exp, self.UNCHECKED)
+
+    def modified(
+        self, qp: FakeQP, before: QPState, after: QPState, attrs: AttrValues, mask: Attr
+    ) -> None:
+        """attr.readback.access_flags: linux v6.1, v6.12 drivers/infiniband/hw/bnxt_re/
+        ib_verbs.c bnxt_re_modify_qp(): access = __from_ib_access_flags(...); access |=
+        LOCAL_WRITE ("must be set to allow RC receive"), REMOTE_WRITE, REMOTE_READ ("Temp: Set
+        all params on QP as of now"); bnxt_re_query_qp() maps them back."""
+        if Attr.ACCESS_FLAGS in mask:
+            forced = AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ
+            qp.attrs["qp_access_flags"] = int(attrs["qp_access_flags"]) & 0x1F | int(forced)
 
     def table_from_own_state(
         self, qp: FakeQP, attrs: AttrValues, mask: Attr
@@ -446,7 +463,15 @@ class Irdma(Driver):
         self, qp: FakeQP, before: QPState, after: QPState, attrs: AttrValues, mask: Attr
     ) -> None:
         """The hardware state irdma_modify_qp_roce() records (iwarp_state): INIT from
-        INVALID -> IDLE, RTR -> RTR, RTS -> RTS, SQD -> SQD, SQE/ERR/RESET -> ERROR."""
+        INVALID -> IDLE, RTR -> RTR, RTS -> RTS, SQD -> SQD, SQE/ERR/RESET -> ERROR. And the
+        access flags as irdma_get_ib_acc_flags() reads them back (attr.readback.access_flags):
+        LOCAL_WRITE and REMOTE_WRITE from one bit (wr_rdresp_en), REMOTE_READ, MW_BIND."""
+        if Attr.ACCESS_FLAGS in mask:
+            given = int(attrs["qp_access_flags"])
+            both = AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE
+            qp.attrs["qp_access_flags"] = (
+                (int(both) if given & both else 0) | given & (int(AccessFlag.REMOTE_READ) | 0x10)
+            )
         if Attr.STATE not in mask:
             return
         hw = qp.private.get("iwarp_state", IRDMA_INVALID)
