@@ -37,24 +37,47 @@ _TABLE = variant("linux")
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
 
 
+class PairMachine(RuleBasedStateMachine):
+    """What both traffic machines share: a pair from `make_pair`, connected first; receives
+    posted on either side; both states compared after every step; a quiet window and the
+    pair's release at the end of each example."""
+
+    make_pair: Callable[[], PairHarness]
+
+    @initialize()
+    def connect(self) -> None:
+        self.h = self.make_pair()
+        self.h.connect()
+
+    def _state(self, side: str) -> QPState:
+        if self.h.desynced:  # a known divergence left WRs the model cannot place
+            self.h.resync()
+        return self.h.model.qp(side).state
+
+    @rule(side=SIDES)
+    def post_recv(self, side: str) -> None:
+        self._state(side)
+        self.h.post_recv(side)
+
+    @invariant()
+    def states_match(self) -> None:
+        if hasattr(self, "h"):
+            for side in ("a", "b"):
+                self.h.query(side)
+
+    def teardown(self) -> None:
+        if hasattr(self, "h"):
+            try:
+                self.h.quiet()
+            finally:
+                self.h.close()
+
+
 def machine_for(qp_type: QPType, make: Callable[[], PairHarness]) -> type[RuleBasedStateMachine]:
     """A state machine class over pairs built by `make` (real device or fake)."""
 
-    class TrafficMachine(RuleBasedStateMachine):
-        @initialize()
-        def connect(self) -> None:
-            self.h = make()
-            self.h.connect()
-
-        def _state(self, side: str) -> QPState:
-            if self.h.desynced:  # a known divergence left WRs the model cannot place
-                self.h.resync()
-            return self.h.model.qp(side).state
-
-        @rule(side=SIDES)
-        def post_recv(self, side: str) -> None:
-            self._state(side)
-            self.h.post_recv(side)
+    class TrafficMachine(PairMachine):
+        make_pair = staticmethod(make)
 
         @rule(side=SIDES, data=st.data())
         def post_send(self, side: str, data: st.DataObject) -> None:
@@ -103,19 +126,6 @@ def machine_for(qp_type: QPType, make: Callable[[], PairHarness]) -> type[RuleBa
             self.h.modify(other, S.RESET)
             self.h.connect()
 
-        @invariant()
-        def states_match(self) -> None:
-            if hasattr(self, "h"):
-                for side in ("a", "b"):
-                    self.h.query(side)
-
-        def teardown(self) -> None:
-            if hasattr(self, "h"):
-                try:
-                    self.h.quiet()
-                finally:
-                    self.h.close()
-
     TrafficMachine.__name__ = f"TrafficMachine{qp_type.name}"
     return TrafficMachine
 
@@ -130,21 +140,8 @@ def iwarp_machine_for(make: Callable[[], PairHarness]) -> type[RuleBasedStateMac
     manager gets there).
     """
 
-    class IwarpTrafficMachine(RuleBasedStateMachine):
-        @initialize()
-        def connect(self) -> None:
-            self.h = make()
-            self.h.connect()
-
-        def _state(self, side: str) -> QPState:
-            if self.h.desynced:  # a known divergence left WRs the model cannot place
-                self.h.resync()
-            return self.h.model.qp(side).state
-
-        @rule(side=SIDES)
-        def post_recv(self, side: str) -> None:
-            self._state(side)
-            self.h.post_recv(side)
+    class IwarpTrafficMachine(PairMachine):
+        make_pair = staticmethod(make)
 
         @rule(side=SIDES, write=st.booleans())
         def post_send(self, side: str, write: bool) -> None:
@@ -184,19 +181,6 @@ def iwarp_machine_for(make: Callable[[], PairHarness]) -> type[RuleBasedStateMac
             """Two new QPs and a new connection, once the old one has ended."""
             if any(self._state(s) != S.RTS for s in ("a", "b")):
                 self.h.reconnect()
-
-        @invariant()
-        def states_match(self) -> None:
-            if hasattr(self, "h"):
-                for side in ("a", "b"):
-                    self.h.query(side)
-
-        def teardown(self) -> None:
-            if hasattr(self, "h"):
-                try:
-                    self.h.quiet()
-                finally:
-                    self.h.close()
 
     return IwarpTrafficMachine
 
