@@ -18,7 +18,16 @@ from dataclasses import replace
 
 from models.enums import EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, Outcome
-from models.pair import BAD_LKEY, SIDES, Fault, Op, PairModel, WireSettings, WireStep
+from models.pair import (
+    _ERROR_EVENTS,
+    BAD_LKEY,
+    SIDES,
+    Fault,
+    Op,
+    PairModel,
+    WireSettings,
+    WireStep,
+)
 from models.qp import QPModel
 from models.sources import (
     DRIVER,
@@ -224,30 +233,33 @@ class IwarpPairModel(PairModel):
 
 
 def _established(qp: QPModel) -> Expectation:
-    before = qp.state
-    qp.follow(S.RTS)
-    return Expectation(
-        verb="connected",
-        outcome=Outcome.ACCEPT,
-        rule=CM_ESTABLISHED,
-        state_before=before,
-        state_if_accepted=S.RTS,
-        forbidden_events=(EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR),
-        checked=(CM_ESTABLISHED,),
-    )
+    return _moved(qp, S.RTS, CM_ESTABLISHED, "connected", forbidden=_ERROR_EVENTS)
 
 
 def _closed(qp: QPModel, rule: Rule, allowed: tuple[EventType, ...] = ()) -> Expectation:
     """The connection ended under `qp`: ERR, with the flushes it owes (none if already ERR)."""
+    return _moved(qp, S.ERR, rule, "connection_closed", allowed=allowed)
+
+
+def _moved(
+    qp: QPModel,
+    to: QPState,
+    rule: Rule,
+    verb: str,
+    forbidden: tuple[EventType, ...] = (),
+    allowed: tuple[EventType, ...] = (),
+) -> Expectation:
+    """The connection moved `qp` to `to` (QPModel.follow: entering ERR flushes)."""
     before = qp.state
-    flushed = qp.follow(S.ERR)
+    flushed = qp.follow(to)
     return Expectation(
-        verb="connection_closed",
+        verb=verb,
         outcome=Outcome.ACCEPT,
         rule=rule,
         state_before=before,
-        state_if_accepted=S.ERR,
+        state_if_accepted=to,
         completions=flushed,
+        forbidden_events=forbidden,
         allowed_events=allowed,
         checked=(rule,),
     )

@@ -33,7 +33,7 @@ from .core import Engine, Track
 from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, StepRecorder
 from .ledger import Because
-from .quirks import Quirk, Quirks
+from .quirks import Quirks, reads_wrong
 from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 
@@ -192,7 +192,7 @@ class CheckedQP:
                 expected=f"state {self.model.state.name}", observed=f"state {found.name}",
                 tags=[f"state={found.name}"], verb="query", attrs={}, mask=[],
             )
-            if not _reads_wrong(chk.diverge(self.track, d)):
+            if not reads_wrong(chk.diverge(self.track, d)):
                 chk.follow_state(self.track, found, origin)
 
     def _conclude(
@@ -215,7 +215,7 @@ class CheckedQP:
             )
             quirk = chk.diverge(self.track, d)
             known = quirk or known
-            if not _reads_wrong(quirk):
+            if not reads_wrong(quirk):
                 chk.follow_state(self.track, seen, idx)
         chk.flush_notes("known" if known else "match")
         chk.collect_events(self.track)
@@ -338,12 +338,6 @@ class CheckedQP:
 class Unreachable(ValueError):
     """A known quirk keeps the QP from a state (siw: ERR is final): no modify walk gets
     there from where the device holds it. Not a divergence (that was judged, and known)."""
-
-
-def _reads_wrong(quirk: Quirk | None) -> bool:
-    """A known state divergence whose quirk says only the read-back is wrong (the QP is
-    where the model says): the model must not follow the reported state."""
-    return quirk is not None and quirk.readback_only
 
 
 #: Ways to fill the fields outside a modify's mask (CheckedQP.with_unmasked).

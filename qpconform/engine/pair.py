@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
@@ -35,10 +35,10 @@ from reports.divergence import Divergence, DivergenceFile, DivergenceSink
 
 from .connect import FAST, bring_up_mask
 from .core import Engine, Track
-from .device import Completion, PairDevice, QueryResult, VerbResult
+from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
-from .quirks import Quirks
+from .quirks import Quirks, reads_wrong
 from .timing import DeliveryLog
 
 S = QPState
@@ -275,10 +275,7 @@ class PairHarness(Engine):
                 self.recreate(side)
             elif self.model.qp(side).state != S.RESET:
                 self.modify(side, S.RESET)
-        for side in SIDES:
-            self.ends[side].ledger.excused.clear()
-        self.desynced = False
-        self.connect()
+        self._start_over()
 
     # ------------------------------------------------------------------ bring-up
     def bring_up(self, side: str, to: QPState = S.RTS) -> None:
@@ -304,7 +301,7 @@ class PairHarness(Engine):
         if self.iwarp:
             for side in SIDES:
                 self.bring_up(side, S.INIT)
-            self.dev.establish()
+            cast(ConnectedPairDevice, self.dev).establish()
             assert isinstance(self.model, iwarp_pair.IwarpPairModel)
             self._book(self.model.establish())
             self.settle()
@@ -321,6 +318,10 @@ class PairHarness(Engine):
                 self.destroy(side)
         for side in SIDES:
             self.recreate(side)
+        self._start_over()
+
+    def _start_over(self) -> None:
+        """Fresh books on both ends (nothing excused, nothing out of sync), then connect."""
         for side in SIDES:
             self.ends[side].ledger.excused.clear()
         self.desynced = False
@@ -521,7 +522,7 @@ class PairHarness(Engine):
                 f"state {got.state.name}", [f"state={got.state.name}"],
             )
             quirk = self.diverge(track, d)
-            if quirk is not None and not quirk.readback_only:  # else only the query is wrong
+            if quirk is not None and not reads_wrong(quirk):
                 self.follow_state(track, got.state, track.last())
                 mine.state_because = Because(STATE_RULE, track.last())
         elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
