@@ -52,6 +52,8 @@ class DeviceCaps:
     pkey_tbl_len: int = 1
     gid_tbl_len: int = 16
     max_mtu: MTU = MTU.MTU_4096
+    #: The port's active MTU (RoCE: the netdev's MTU, iboe_get_mtu()); never above max_mtu.
+    active_mtu: MTU = MTU.MTU_4096
     max_qp_rd_atom: int = 16  # responder resources: limit of max_dest_rd_atomic
     max_qp_init_rd_atom: int = 16  # initiator depth: limit of max_rd_atomic
     link_layer: str = "ethernet"  # "ethernet" (RoCE) or "infiniband"
@@ -60,6 +62,10 @@ class DeviceCaps:
     #: May the process set a controlled Q_Key (bit 31)? True with CAP_NET_RAW (the suite
     #: runs as root) or when `rdma system set privileged-qkey on`; see models/uverbs.py.
     privileged_qkey: bool = True
+
+    def __post_init__(self) -> None:
+        if self.active_mtu > self.max_mtu:  # a port never runs above its own maximum
+            object.__setattr__(self, "active_mtu", self.max_mtu)
 
 
 @dataclass(frozen=True)
@@ -220,6 +226,24 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             DRIVER,
         ),
         lambda v, c: MTU.MTU_256 <= v["path_mtu"] <= c.max_mtu,
+    ),
+    ValueRule(
+        Attr.PATH_MTU,
+        _r(
+            "path_mtu.above_active",
+            "a path_mtu above the port's active MTU (on RoCE the netdev's MTU) but not above "
+            "max_mtu is left to the driver: it may refuse it (EINVAL) or accept it",
+            Source(
+                "linux drivers/infiniband/hw (6.1, 6.12)",
+                "bnxt_re/ib_verbs.c bnxt_re_modify_qp(): at ->RTR, path_mtu above "
+                "iboe_get_mtu(netdev->mtu) -> -EINVAL; hns/hns_roce_qp.c check_mtu_validate(): "
+                "path_mtu > active_mtu -> -EINVAL; mlx5/qp.c __mlx5_ib_modify_qp() checks "
+                f"only IB_MTU_256..IB_MTU_4096; irdma stores it; {_UNCHECKED}",
+            ),
+            MAY,
+            DRIVER,
+        ),
+        lambda v, c: not (c.active_mtu < v["path_mtu"] <= c.max_mtu),
     ),
     *_width("timeout", 5, "local ACK timeout exponent", "mlx5_set_path(): ack_timeout[0x5]"),
     *_width("retry_cnt", 3, "retry count", "__mlx5_ib_modify_qp(): retry_count[0x3]"),

@@ -305,6 +305,7 @@ BOUNDARIES: tuple[_Boundary, ...] = (
         (
             (0, False),
             (int(MTU.MTU_256), True),
+            (Bound("active_mtu"), True),
             (Bound("max_mtu"), True),
             (Bound("max_mtu", 1), False),
             (6, False),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+from dataclasses import replace
 from typing import ClassVar
 
 from models import uverbs
@@ -44,6 +45,8 @@ K612 = "6.12.117+deb13-amd64"
 RDMA_CORE = "56.1"
 #: The last rdma-core whose libbnxt_re refused posts by its state record (before v47).
 RDMA_CORE_OLD = "46.0"
+#: iboe_get_mtu() of a netdev with jumbo frames (9000) and of a plain 1500-byte Ethernet one
+JUMBO, ETHERNET_1500 = MTU.MTU_4096, MTU.MTU_1024
 _LINUX = variant("linux")
 _REFUSED = Verdict(False, errno.EINVAL)
 _REMOTE_ACCESS = AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ | AccessFlag.REMOTE_ATOMIC
@@ -114,11 +117,16 @@ class Driver(Behaviour):
     #: deviations that can be bent for a near miss: name -> how
     BENDS: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, rdma_core: str = RDMA_CORE, bend: str | None = None) -> None:
+    def __init__(
+        self, rdma_core: str = RDMA_CORE, bend: str | None = None, netdev_mtu: MTU = JUMBO
+    ) -> None:
         if bend is not None and bend not in self.BENDS:
             raise ValueError(f"{self.name} cannot bend {bend!r} (only: {', '.join(self.BENDS)})")
         self.rdma_core = rdma_core
         self.bend = bend
+        #: iboe_get_mtu(netdev->mtu): the port's active MTU (query_port) on these RoCE NICs
+        self.netdev_mtu = netdev_mtu
+        self.caps = replace(type(self).caps, active_mtu=min(netdev_mtu, type(self).caps.max_mtu))
 
     def modify(
         self, qp: FakeQP, exp: Expectation, attrs: AttrValues, mask: Attr
@@ -245,14 +253,14 @@ class BnxtRe(Driver):
     SQ_DRAINED (bnxt_re_handle_qp_async_event() knows QP errors, SRQ errors and
     LAST_WQE_REACHED only). The firmware here reports a larger initiator than responder
     rd_atomic limit (else max_dest_rd_atomic_checked_against_init_rd_atom cannot show), the
-    netdev's MTU gives active_mtu 4096 (jumbo frames), and the P_Key table has one entry
-    (bnxt_qplib_get_dev_attr(): max_pkey = 1).
+    netdev's MTU gives active_mtu 4096 (jumbo frames) unless the fake is made with
+    netdev_mtu=ETHERNET_1500, and the P_Key table has one entry (bnxt_qplib_get_dev_attr():
+    max_pkey = 1).
     """
 
     name = "bnxt_re"
     qp_types = (T.RC, T.UD)  # __from_ib_qp_type(): RC, UD (and GSI) only
     caps = DeviceCaps(max_mtu=MTU.MTU_4096, max_qp_rd_atom=8, max_qp_init_rd_atom=16)
-    NETDEV_MTU = MTU.MTU_4096  # iboe_get_mtu(rdev->netdev->mtu)
     BENDS: ClassVar[dict[str, str]] = {
         "max_rd_atomic_capped": "a max_rd_atomic above the limit refused with EOPNOTSUPP, "
         "not capped",
@@ -310,10 +318,11 @@ class BnxtRe(Driver):
         drivers/infiniband/hw/bnxt_re/ib_verbs.c bnxt_re_modify_qp(): if (qp_attr->qp_state ==
         IB_QPS_RTR) { ... if (ib_mtu_enum_to_int(qp_attr->path_mtu) > ib_mtu_enum_to_int(qpmtu))
         return -EINVAL; } -- qp_state is read whatever the mask, and a value that is no ib_mtu
-        (0, 6, ...) counts -1, never larger."""
+        (0, 6, ...) counts -1, never larger. (Above the netdev's MTU, not above max_mtu 4096:
+        the model's may rule attr.path_mtu.above_active.)"""
         if attrs.get("qp_state") != S.RTR or Attr.PATH_MTU not in mask:
             return None
-        if ib_mtu_enum_to_int(attrs["path_mtu"]) > ib_mtu_enum_to_int(self.NETDEV_MTU):
+        if ib_mtu_enum_to_int(attrs["path_mtu"]) > ib_mtu_enum_to_int(self.netdev_mtu):
             return _REFUSED
         return None
 
@@ -607,6 +616,10 @@ class Hns(Driver):
             return _REFUSED
         if exp.outcome is Outcome.REFUSE:
             return None  # ib_modify_qp_is_ok(), hns_roce_check_qp_attr(): as the model
+        if Attr.PATH_MTU in mask and attrs["path_mtu"] > self.caps.active_mtu:
+            # hns_roce_qp.c check_mtu_validate(): active_mtu = iboe_get_mtu(netdev->mtu);
+            # ... || attr->path_mtu > active_mtu) return -EINVAL;
+            return _REFUSED
         nxt = S(attrs["qp_state"]) if Attr.STATE in mask else state
         if state == nxt == S.RESET:
             return None  # hns_roce_modify_qp(): goto out with ret 0
@@ -633,6 +646,7 @@ def driver_fake(
     kernel: str = K612,
     bend: str | None = None,
     delay: float = 0.0,
+    netdev_mtu: MTU = JUMBO,
 ) -> DriverFake:
     """A fake device of the named driver (mlx5, bnxt_re, irdma, efa, hns)."""
-    return DRIVERS[name](rdma_core, bend).device(kernel, delay)
+    return DRIVERS[name](rdma_core, bend, netdev_mtu).device(kernel, delay)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.plugin import QUIRKS_DIR
-from models.enums import Attr, QPState, QPType
+from models.enums import MTU, Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.quirks import Quirk, Quirks
@@ -29,6 +29,8 @@ from reports.run_record import RunRecorder, merge_runs
 from suites import steps
 from suites.cases import attribute_groups, post_groups, transition_groups
 from tests.driver_fakes import (
+    ETHERNET_1500,
+    JUMBO,
     K612,
     RDMA_CORE,
     RDMA_CORE_OLD,
@@ -49,9 +51,11 @@ class Run:
 
     driver: str
     rdma_core: str = RDMA_CORE
+    netdev_mtu: MTU = JUMBO
 
     def device(self, bend: str | None = None, delay: float = 0.0) -> DriverFake:
-        return driver_fake(self.driver, rdma_core=self.rdma_core, bend=bend, delay=delay)
+        return driver_fake(self.driver, rdma_core=self.rdma_core, bend=bend, delay=delay,
+                           netdev_mtu=self.netdev_mtu)
 
     def quirks(self) -> Quirks:
         """The driver's profile, as a run on this kernel and rdma-core loads it."""
@@ -66,7 +70,14 @@ RUNS = {
     "irdma": Run("irdma"),
     "efa": Run("efa"),
     "hns": Run("hns"),
+    # a plain 1500-byte Ethernet netdev: active_mtu 1024 below max_mtu 4096
+    "mlx5-netdev-1500": Run("mlx5", netdev_mtu=ETHERNET_1500),
+    "bnxt_re-netdev-1500": Run("bnxt_re", netdev_mtu=ETHERNET_1500),
+    "hns-netdev-1500": Run("hns", netdev_mtu=ETHERNET_1500),
 }
+#: Runs on a 1500-byte netdev and the run they otherwise equal.
+NETDEV_1500 = {"mlx5-netdev-1500": "mlx5", "bnxt_re-netdev-1500": "bnxt_re",
+               "hns-netdev-1500": "hns"}
 
 #: The entries the suites match on each fake (exactly these).
 SUITES: dict[str, set[str]] = {
@@ -136,6 +147,12 @@ CHOICES: dict[str, dict[str, set[str]]] = {
     "hns": {**_RC_CHOICES, "linux.cur_state.assumed": {"refused (EINVAL)"}},
 }
 CHOICES["bnxt_re-rdma-core-46"] = CHOICES["bnxt_re"]
+#: A path MTU above the netdev's (2048, 4096 over 1500 bytes): mlx5 takes it, bnxt_re
+#: (at ->RTR) and hns refuse it; both conform (attr.path_mtu.above_active).
+_ABOVE_ACTIVE = {"mlx5": "accepted", "bnxt_re": "refused (EINVAL)", "hns": "refused (EINVAL)"}
+for _run, _base in NETDEV_1500.items():
+    SUITES[_run], MACHINE[_run], UNREACHED[_run] = SUITES[_base], MACHINE[_base], UNREACHED[_base]
+    CHOICES[_run] = {**CHOICES[_base], "attr.path_mtu.above_active": {_ABOVE_ACTIVE[_base]}}
 #: The optional features each fake lacks (capability rows, from matched feature entries).
 MISSING = {"mlx5": {"SQD": "mlx5.no_rts_to_sqd"}, "hns": {"SQD": "hns.no_rts_to_sqd"}}
 #: Machine size: enough for every MACHINE entry, derandomized (about a second per fake).

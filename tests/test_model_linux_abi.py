@@ -12,7 +12,7 @@ import errno
 import pytest
 
 from models.attributes import DeviceCaps
-from models.enums import Attr, QPState, QPType
+from models.enums import MTU, Attr, QPState, QPType
 from models.outcomes import Outcome
 from models.qp import QPModel
 from tests.sequences import VALID_ATTRS
@@ -40,6 +40,7 @@ WHERE = {
     "ah_sgid_index": (S.INIT, S.RTR, RTR),
     "alt_ah_port_num": (S.INIT, S.RTR, RTR | Attr.ALT_PATH),
     "path_mig_state": (S.RTR, S.RTS, RTS | Attr.PATH_MIG_STATE),
+    "path_mtu": (S.INIT, S.RTR, RTR),
 }
 
 
@@ -83,6 +84,29 @@ def test_ibta_keeps_the_field_widths_strict(field: str, value: int) -> None:
 def test_values_inside_the_width_are_accepted() -> None:
     for field, value in (("timeout", 31), ("retry_cnt", 7), ("dest_qp_num", (1 << 24) - 1)):
         assert modify(field, value)[1].outcome is Outcome.ACCEPT
+
+
+# ------------------------------------------------------------------------ path MTU
+ETHERNET_1500 = DeviceCaps(max_mtu=MTU.MTU_4096, active_mtu=MTU.MTU_1024)
+
+
+@pytest.mark.parametrize("variant", ["linux", "ibta"])
+@pytest.mark.parametrize("mtu", [MTU.MTU_2048, MTU.MTU_4096])
+def test_a_path_mtu_above_the_active_mtu_is_left_to_the_driver(variant: str, mtu: MTU) -> None:
+    """On a 1500-byte netdev (active 1024, max 4096) bnxt_re (at ->RTR) and hns refuse 2048
+    and 4096, mlx5 accepts them: a may rule, not the max_mtu must."""
+    _, exp = modify("path_mtu", int(mtu), variant, ETHERNET_1500)
+    assert exp.outcome is Outcome.EITHER
+    assert exp.rule.id == "attr.path_mtu.above_active" and exp.rule.kind == "may"
+    assert exp.allows(True) and exp.allows(False, errno.EINVAL)
+
+
+def test_a_path_mtu_up_to_the_active_mtu_is_accepted_and_above_max_refused() -> None:
+    assert modify("path_mtu", int(MTU.MTU_1024), caps=ETHERNET_1500)[1].outcome is Outcome.ACCEPT
+    _, exp = modify("path_mtu", 6, caps=ETHERNET_1500)
+    assert exp.outcome is Outcome.REFUSE and exp.rule.id == "attr.path_mtu.range"
+    jumbo = DeviceCaps(max_mtu=MTU.MTU_4096, active_mtu=MTU.MTU_4096)
+    assert modify("path_mtu", int(MTU.MTU_4096), caps=jumbo)[1].outcome is Outcome.ACCEPT
 
 
 # -------------------------------------------------------------------- access flags
