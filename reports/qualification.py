@@ -23,6 +23,7 @@ from models.enums import STATES, QPState, QPType
 from models.qp import QPModel
 from models.sources import Rule
 from models.table import variant as table_variant
+from qpconform.engine.choices import ChoiceBook
 from reports.quirk_matches import quirk_matches, with_provenance
 
 S = QPState
@@ -453,6 +454,7 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
     """Conformant, conformant with known divergences, not conformant (or inconclusive)."""
     divs = run.get("divergences", [])
     unknown = sum(1 for d in divs if not d.get("known_quirk"))
+    unknown += len(unreported_inconsistencies(run))
     known_steps = sum(s["count"] for s in run.get("steps", []) if s["result"] == "known")
     known = max(known_steps, sum(1 for d in divs if d.get("known_quirk")))
     steps = sum(s["count"] for s in run.get("steps", []))
@@ -557,26 +559,46 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "unseen_quirks": with_provenance(run.get("unseen_quirks", []), profile, False),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
-        "choices": choice_rows(run.get("choices", {}), catalog),
+        "choices": choice_rows(run.get("choices", {}), catalog, run.get("situations", {})),
+        "inconsistent_choices": unreported_inconsistencies(run),
         "missing_features": missing_features(divs, profile),
     }
 
 
 def choice_rows(
-    choices: Mapping[str, Mapping[str, int]], catalog: Mapping[str, Rule]
+    choices: Mapping[str, Mapping[str, int]],
+    catalog: Mapping[str, Rule],
+    situations: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The device's characteristics: what it chose under each "may" rule, and whether it
-    chose the same way every time (both outcomes conform; mixing them is worth a look)."""
+    chose the same way in the same situation every time (qpconform/engine/choices.py): a
+    rule chosen both ways in different situations (by value, by transition) is consistent."""
     rows = []
     for rule_id, seen in sorted(choices.items()):
         rule = catalog.get(rule_id)
+        mixed = [k for k, c in (situations or {}).get(rule_id, {}).items() if len(c) > 1]
         rows.append({
             "rule": rule_id,
             "summary": rule.summary if rule is not None else "",
             "choices": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
-            "consistent": len(seen) == 1,
+            "consistent": not mixed,
+            "by_situation": len(seen) > 1 and not mixed,
+            "inconsistent_situations": sorted(mixed),
         })
     return rows
+
+
+def unreported_inconsistencies(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Situations chosen both ways that no divergence reported: two pytest-xdist workers
+    each saw one choice, so neither could tell (a run with them fails, see fixtures/plugin.py)."""
+    book = ChoiceBook()
+    book.merge(run.get("situations", {}))
+    reported = {
+        (d.get("rule_id"), d.get("context", {}).get("situation"))
+        for d in run.get("divergences", []) if d.get("kind") == "inconsistent"
+    }
+    return [row for row in book.inconsistent()
+            if (row["rule"], row["situation"]) not in reported]
 
 
 def missing_features(

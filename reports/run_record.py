@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from qpconform.engine.choices import ChoiceBook
 from reports.atomic import write_atomic
 from reports.divergence import OUT_DIR
 
@@ -77,13 +78,22 @@ class RunRecorder:
         self.unsupported: dict[str, str] = {}
         #: per "may" rule id: {what the device chose: how often}
         self.choices: dict[str, dict[str, int]] = {}
+        #: per "may" rule id and situation: what the device chose, and where first
+        self.situations = ChoiceBook()
         #: delivery delays (seconds) per kind, so the workers' samples merge into one summary
         self.delivery: dict[str, list[float]] = {}
 
-    def choice(self, rule_id: str, chosen: str) -> None:
-        """The device's outcome under a "may" rule (either conforms): a characteristic."""
+    def choice(
+        self, rule_id: str, chosen: str, situation: str | None = None, where: str = ""
+    ) -> tuple[str, str] | None:
+        """The device's outcome under a "may" rule (either conforms): a characteristic.
+        With the verb's situation, returns (earlier choice, where) if the device chose
+        otherwise in the same situation before (qpconform/engine/choices.py)."""
         seen = self.choices.setdefault(str(rule_id), {})
         seen[chosen] = seen.get(chosen, 0) + 1
+        if situation is None:
+            return None
+        return self.situations.note(str(rule_id), situation, chosen, where)
 
     def step(
         self,
@@ -169,6 +179,7 @@ class RunRecorder:
             "quirk_profile": dict(sorted(self.quirk_profile.items())),
             "unsupported": dict(sorted(self.unsupported.items())),
             "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
+            "situations": self.situations.as_dict(),
             "delivery": {k: [round(x, 6) for x in v] for k, v in sorted(self.delivery.items())},
         }
 
@@ -228,6 +239,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     profile: dict[str, dict[str, str]] = {}
     unsupported: dict[str, str] = {}
     choices: dict[str, dict[str, int]] = {}
+    situations = ChoiceBook()
     delivery: dict[str, list[float]] = {}
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -261,6 +273,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             into = choices.setdefault(rule_id, {})
             for chosen, n in chosen_counts.items():
                 into[chosen] = into.get(chosen, 0) + n
+        situations.merge(run.get("situations", {}))
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
     if qp_types:
@@ -302,6 +315,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "quirk_profile": dict(sorted(profile.items())),
         "unsupported": dict(sorted(unsupported.items())),
         "choices": {k: dict(sorted(v.items())) for k, v in sorted(choices.items())},
+        "situations": situations.as_dict(),
         "delivery": dict(sorted(delivery.items())),
     }
 

@@ -68,7 +68,7 @@ def boundary_values(field: str, caps: DeviceCaps) -> list[int]:
         "pkey_index": [caps.pkey_tbl_len - 1, caps.pkey_tbl_len],
         # in-range GID entries may be empty: only the first index past the table is tried
         "ah_sgid_index": [caps.gid_tbl_len],
-        "path_mtu": [1, int(caps.max_mtu), 0, int(caps.max_mtu) + 1],
+        "path_mtu": [1, int(caps.max_mtu), int(caps.active_mtu), 0, int(caps.max_mtu) + 1],
         "timeout": [0, 31, 32, 255],
         "alt_timeout": [0, 31, 32],
         "retry_cnt": [0, 7, 8],
@@ -111,9 +111,10 @@ class _StepsOnly:
     def divergence(self, d: Any) -> None:
         pass
 
-    def choice(self, *args: Any) -> None:
+    def choice(self, *args: Any) -> Any:
         if hasattr(self._recorder, "choice"):
-            self._recorder.choice(*args)
+            return self._recorder.choice(*args)
+        return None
 
 
 class QPMachine(RuleBasedStateMachine):
@@ -401,9 +402,10 @@ class _CountingRecorder:
     def divergence(self, d: Any) -> None:
         self.inner.divergence(d)
 
-    def choice(self, *args: Any) -> None:
+    def choice(self, *args: Any) -> Any:
         if hasattr(self.inner, "choice"):
-            self.inner.choice(*args)
+            return self.inner.choice(*args)
+        return None
 
 
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:

@@ -33,8 +33,9 @@ from models.qp import QPModel
 from models.sources import Rule
 from reports.divergence import Divergence
 
+from .choices import CONSISTENT_RULES, situation
 from .device import Completion, Observed, VerbResult
-from .judge import DivergenceError, Judge
+from .judge import DivergenceError, Judge, current_test
 from .ledger import QUEUES, Found, Ledger
 from .quirks import Quirk
 from .text import (
@@ -223,8 +224,8 @@ class Engine:
             )
             known = self.diverge(track, d)
         if exp.outcome is Outcome.EITHER and known is None:
-            self.record_choice(exp.rule, "accepted" if res.accepted else
-                               f"refused ({errno_name(res.errno)})")
+            chosen = "accepted" if res.accepted else f"refused ({errno_name(res.errno)})"
+            known = self.choose(track, exp.rule, chosen, idx)
         track.model.apply(exp, res.accepted)
         self.moved(track, exp.state_before, track.model.state, idx, exp.verb == "modify")
         if res.accepted and _self_move(exp, track.steps[idx], track.model.state):
@@ -292,6 +293,32 @@ class Engine:
         recorder = self.judge.recorder
         if recorder is not None and hasattr(recorder, "choice"):
             recorder.choice(rule.id, chosen)
+
+    def choose(self, track: Track, rule: Rule, chosen: str, idx: int) -> Quirk | None:
+        """Record the device's choice under a "may" rule for the step `idx`; for a value
+        rule, a different choice in the very same situation before is a divergence (kind
+        "inconsistent"): either outcome conforms, choosing both does not
+        (qpconform/engine/choices.py). Returns the quirk that knows it, if any."""
+        recorder = self.judge.recorder
+        if recorder is None or not hasattr(recorder, "choice"):
+            return None
+        if rule.id not in CONSISTENT_RULES:  # a choice that may depend on timing: recorded
+            recorder.choice(rule.id, chosen)
+            return None
+        key = situation(track.qp_type.name, track.steps[idx])
+        where = f"{current_test() or 'this run'}, step {idx + 1}"
+        earlier = recorder.choice(rule.id, chosen, key, where)
+        if earlier is None:
+            return None
+        before, at = earlier
+        d = self.divergence(
+            track, "inconsistent", rule, idx,
+            f"the same choice as before in this situation ({rule.kind} rule): {before} "
+            f"(first at {at})",
+            chosen, [f"choice={chosen}"],
+        )
+        d.context["situation"] = key
+        return self.diverge(track, d)
 
     def note(self, track: Track, exp: Expectation, extra: Rule | None = None) -> None:
         """Queue one run-record step, written with its result by `flush_notes`."""
