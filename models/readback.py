@@ -117,6 +117,15 @@ class Expected:
         return f"{name}={shown}"
 
 
+def direction(exp: Expected, seen: int) -> list[str]:
+    """A read-back value's side of what was set ("read=lower" / "read=higher"), so a quirk
+    can cover a driver that caps a value without covering one that inflates it; access
+    flags (bits, not a size) have none."""
+    if exp.must_bits is not None or not exp.values:
+        return []
+    return ["read=lower" if seen < min(exp.values) else "read=higher"]
+
+
 @dataclass
 class Stored:
     """The attributes of one QP as the model knows them."""

@@ -264,6 +264,8 @@ class BnxtRe(Driver):
     BENDS: ClassVar[dict[str, str]] = {
         "max_rd_atomic_capped": "a max_rd_atomic above the limit refused with EOPNOTSUPP, "
         "not capped",
+        "dest_rd_atomic_read_back_capped": "max_dest_rd_atomic also read back capped to "
+        "max_qp_rd_atom / 2",
     }
     #: rules of the model bnxt_re_modify_qp() does not check as the model does
     UNCHECKED: ClassVar[dict[str, str]] = {
@@ -297,6 +299,15 @@ class BnxtRe(Driver):
         if Attr.ACCESS_FLAGS in mask:
             forced = AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ
             qp.attrs["qp_access_flags"] = int(attrs["qp_access_flags"]) & 0x1F | int(forced)
+        if Attr.MAX_QP_RD_ATOMIC in mask:
+            # bnxt_re.max_rd_atomic_reads_back_capped: max_rd_atomic = min_t(u32,
+            # qp_attr->max_rd_atomic, dev_attr->max_qp_rd_atom); bnxt_re_query_qp():
+            # qp_attr->max_rd_atomic = qplib_qp->max_rd_atomic
+            capped = min(int(attrs["max_rd_atomic"]), qp.device.caps.max_qp_rd_atom)
+            qp.attrs["max_rd_atomic"] = capped
+        if Attr.MAX_DEST_RD_ATOMIC in mask and self.bend == "dest_rd_atomic_read_back_capped":
+            limit = qp.device.caps.max_qp_rd_atom // 2
+            qp.attrs["max_dest_rd_atomic"] = min(int(attrs["max_dest_rd_atomic"]), limit)
 
     def table_from_own_state(
         self, qp: FakeQP, attrs: AttrValues, mask: Attr

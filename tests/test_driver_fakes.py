@@ -86,7 +86,7 @@ SUITES: dict[str, set[str]] = {
         "bnxt_re.attr_only_modify_not_table_checked", "bnxt_re.cur_state_ignored",
         "bnxt_re.max_rd_atomic_capped", "bnxt_re.max_dest_rd_atomic_checked_against_init_rd_atom",
         "bnxt_re.path_mtu_zero_accepted", "bnxt_re.pkey_index_unchecked",
-        "bnxt_re.post_below_rts_accepted",
+        "bnxt_re.post_below_rts_accepted", "bnxt_re.max_rd_atomic_reads_back_capped",
     },
     "irdma": {
         "irdma.attr_only_modify_not_table_checked", "irdma.cur_state_ignored",
@@ -298,6 +298,8 @@ DEVIATIONS = [
               "linux.cur_state.allowed"),
     Deviation("bnxt_re", "bnxt_re.max_rd_atomic_capped",
               _modify(S.RTR, S.RTS, max_rd_atomic=17), "outcome", "attr.max_rd_atomic.range"),
+    Deviation("bnxt_re", "bnxt_re.max_rd_atomic_reads_back_capped",
+              _modify(S.RTR, S.RTS, max_rd_atomic=16), "readback", "attr.readback"),
     Deviation("bnxt_re", "bnxt_re.max_dest_rd_atomic_checked_against_init_rd_atom",
               _modify(S.INIT, S.RTR, max_dest_rd_atomic=9), "outcome",
               "attr.max_dest_rd_atomic.range"),
@@ -391,6 +393,8 @@ NEAR_MISSES = [
     ("efa", "post_send_refused_in_err", _post("post_send", S.ERR), "outcome",
      "ibta.post_send.ERR"),
     ("hns", "no_rts_to_sqd", _RTS_TO_SQD, "state", "linux.transition.RC.RTS->SQD"),
+    ("bnxt_re", "dest_rd_atomic_read_back_capped",
+     _modify(S.INIT, S.RTR, max_dest_rd_atomic=8), "readback", "attr.readback"),
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from models.enums import Attr, QPState, QPType
 from models.qp import QPModel
-from models.readback import READBACK, READBACK_ROUNDED, Stored
+from models.readback import READBACK, READBACK_ROUNDED, Stored, direction
 from qpconform.engine.lone import Checker
 from reports.divergence import DivergenceList
 from suites import steps
@@ -119,3 +119,15 @@ def test_access_flags_with_every_bit_set_stay_cheap() -> None:
     stored = Stored()
     stored.store({"qp_access_flags": 0xFFFFFFFF}, Attr.ACCESS_FLAGS)
     assert len(stored.fields["qp_access_flags"].values) <= 64
+
+
+def test_a_read_back_size_says_which_side_of_the_set_value_it_fell() -> None:
+    """A quirk may cover a driver that caps a value (read=lower) without covering one that
+    inflates it; access flags are bits, not sizes, and have no side."""
+    stored = Stored()
+    stored.store({"max_rd_atomic": 12, "qp_access_flags": 2},
+                 Attr.MAX_QP_RD_ATOMIC | Attr.ACCESS_FLAGS)
+    rd, access = stored.fields["max_rd_atomic"], stored.fields["qp_access_flags"]
+    assert direction(rd, 4) == ["read=lower"]  # 12 may read 8 or 16 (rounded), not 4
+    assert direction(rd, 32) == ["read=higher"]
+    assert direction(access, 0) == []

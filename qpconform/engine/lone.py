@@ -132,7 +132,7 @@ class CheckedQP:
                 rule = readback.READBACK_UNMASKED
             d = chk.divergence(
                 self.track, "readback", rule, self.track.last(), exp.text(name),
-                f"query_qp {name}={seen}", [f"field={name}"],
+                f"query_qp {name}={seen}", [f"field={name}", *readback.direction(exp, seen)],
             )
             chk.diverge(self.track, d)
             self.model.stored.follow(name, seen)
