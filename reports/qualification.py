@@ -23,7 +23,7 @@ from models.enums import STATES, QPState, QPType
 from models.qp import QPModel
 from models.sources import Rule
 from models.table import variant as table_variant
-from qpconform.engine.choices import ChoiceBook
+from qpconform.engine.choices import inconsistent
 from reports.quirk_matches import quirk_matches, with_provenance
 
 S = QPState
@@ -573,10 +573,13 @@ def choice_rows(
     """The device's characteristics: what it chose under each "may" rule, and whether it
     chose the same way in the same situation every time (qpconform/engine/choices.py): a
     rule chosen both ways in different situations (by value, by transition) is consistent."""
+    mixed_by_rule: dict[str, list[str]] = {}
+    for row in inconsistent(situations or {}):
+        mixed_by_rule.setdefault(row["rule"], []).append(row["situation"])
     rows = []
     for rule_id, seen in sorted(choices.items()):
         rule = catalog.get(rule_id)
-        mixed = [k for k, c in (situations or {}).get(rule_id, {}).items() if len(c) > 1]
+        mixed = mixed_by_rule.get(rule_id, [])
         rows.append({
             "rule": rule_id,
             "summary": rule.summary if rule is not None else "",
@@ -591,13 +594,11 @@ def choice_rows(
 def unreported_inconsistencies(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Situations chosen both ways that no divergence reported: two pytest-xdist workers
     each saw one choice, so neither could tell (a run with them fails, see fixtures/plugin.py)."""
-    book = ChoiceBook()
-    book.merge(run.get("situations", {}))
     reported = {
         (d.get("rule_id"), d.get("context", {}).get("situation"))
         for d in run.get("divergences", []) if d.get("kind") == "inconsistent"
     }
-    return [row for row in book.inconsistent()
+    return [row for row in inconsistent(run.get("situations", {}))
             if (row["rule"], row["situation"]) not in reported]
 
 

@@ -112,8 +112,8 @@ class Driver(Behaviour):
     name = "driver"
     #: QP types the driver creates (others: create_qp fails, a reported unsupported type)
     qp_types: ClassVar[tuple[QPType, ...]] = (T.RC, T.UC, T.UD)
-    #: what query_device / query_port report on the fake
-    caps: ClassVar[DeviceCaps] = DeviceCaps(max_mtu=MTU.MTU_4096)
+    #: what query_device / query_port report on the fake, before the netdev's MTU
+    CAPS: ClassVar[DeviceCaps] = DeviceCaps(max_mtu=MTU.MTU_4096)
     #: deviations that can be bent for a near miss: name -> how
     BENDS: ClassVar[dict[str, str]] = {}
 
@@ -126,7 +126,8 @@ class Driver(Behaviour):
         self.bend = bend
         #: iboe_get_mtu(netdev->mtu): the port's active MTU (query_port) on these RoCE NICs
         self.netdev_mtu = netdev_mtu
-        self.caps = replace(type(self).caps, active_mtu=min(netdev_mtu, type(self).caps.max_mtu))
+        #: what query_device / query_port report on the fake
+        self.caps = replace(self.CAPS, active_mtu=min(netdev_mtu, self.CAPS.max_mtu))
 
     def modify(
         self, qp: FakeQP, exp: Expectation, attrs: AttrValues, mask: Attr
@@ -260,7 +261,7 @@ class BnxtRe(Driver):
 
     name = "bnxt_re"
     qp_types = (T.RC, T.UD)  # __from_ib_qp_type(): RC, UD (and GSI) only
-    caps = DeviceCaps(max_mtu=MTU.MTU_4096, max_qp_rd_atom=8, max_qp_init_rd_atom=16)
+    CAPS = DeviceCaps(max_mtu=MTU.MTU_4096, max_qp_rd_atom=8, max_qp_init_rd_atom=16)
     BENDS: ClassVar[dict[str, str]] = {
         "max_rd_atomic_capped": "a max_rd_atomic above the limit refused with EOPNOTSUPP, "
         "not capped",
@@ -414,7 +415,7 @@ class Irdma(Driver):
 
     name = "irdma"
     qp_types = (T.RC, T.UD)
-    caps = DeviceCaps(max_mtu=MTU.MTU_4096, pkey_tbl_len=IRDMA_PKEY_TBL_SZ)
+    CAPS = DeviceCaps(max_mtu=MTU.MTU_4096, pkey_tbl_len=IRDMA_PKEY_TBL_SZ)
     BENDS: ClassVar[dict[str, str]] = {
         "reset_is_hw_error_reinit_refused": "RESET->INIT refused on a new QP too (as if every "
         "hardware QP started in ERROR)",
@@ -537,7 +538,7 @@ class Efa(Driver):
 
     name = "efa"
     qp_types = (T.UD,)
-    caps = DeviceCaps(max_mtu=MTU.MTU_4096, gid_tbl_len=1)
+    CAPS = DeviceCaps(max_mtu=MTU.MTU_4096, gid_tbl_len=1)
     BENDS: ClassVar[dict[str, str]] = {
         "post_send_refused_in_err": "post_send in ERR refused with ENOMEM, not EINVAL",
     }

@@ -50,9 +50,10 @@ class ChoiceBook:
         #: rule id -> situation -> {chosen: where it was first seen}
         self.seen: dict[str, dict[str, dict[str, str]]] = {}
 
-    def note(self, rule_id: str, where_key: str, chosen: str, where: str) -> tuple[str, str] | None:
-        """Record a choice; return (earlier choice, where) when the situation saw another."""
-        chosen_at = self.seen.setdefault(rule_id, {}).setdefault(where_key, {})
+    def note(self, rule_id: str, key: str, chosen: str, where: str) -> tuple[str, str] | None:
+        """Record a choice in situation `key`; return (earlier choice, where) when the
+        situation saw another."""
+        chosen_at = self.seen.setdefault(rule_id, {}).setdefault(key, {})
         earlier = next(((c, w) for c, w in chosen_at.items() if c != chosen), None)
         chosen_at.setdefault(chosen, where)
         return earlier
@@ -70,9 +71,17 @@ class ChoiceBook:
 
     def inconsistent(self) -> list[dict[str, Any]]:
         """Every situation in which the device chose more than one way."""
-        return [
-            {"rule": rule_id, "situation": key, "choices": dict(chosen_at)}
-            for rule_id, situations in sorted(self.seen.items())
-            for key, chosen_at in sorted(situations.items())
-            if len(chosen_at) > 1
-        ]
+        return inconsistent(self.seen)
+
+
+def inconsistent(
+    seen: Mapping[str, Mapping[str, Mapping[str, str]]],
+) -> list[dict[str, Any]]:
+    """The situations of a book (ChoiceBook.seen, or its dict in a merged run record) in
+    which the device chose more than one way."""
+    return [
+        {"rule": rule_id, "situation": key, "choices": dict(chosen_at)}
+        for rule_id, situations in sorted(seen.items())
+        for key, chosen_at in sorted(situations.items())
+        if len(chosen_at) > 1
+    ]

@@ -300,10 +300,10 @@ class Engine:
         "inconsistent"): either outcome conforms, choosing both does not
         (qpconform/engine/choices.py). Returns the quirk that knows it, if any."""
         recorder = self.judge.recorder
-        if recorder is None or not hasattr(recorder, "choice"):
-            return None
         if rule.id not in CONSISTENT_RULES:  # a choice that may depend on timing: recorded
-            recorder.choice(rule.id, chosen)
+            self.record_choice(rule, chosen)
+            return None
+        if recorder is None or not hasattr(recorder, "choice"):
             return None
         key = situation(track.qp_type.name, track.steps[idx])
         where = f"{current_test() or 'this run'}, step {idx + 1}"
