@@ -344,6 +344,24 @@ class PairModel:
         qp.draining = False
         return held
 
+    def hold(self, side: str, wr_ids: list[int]) -> None:
+        """The device did not start these sends (a known quirk): they wait in the SQ,
+        posted but not handed to the transport, until `doorbell` starts them."""
+        for w in self.ends[side].sends:
+            if w.wr_id in wr_ids:
+                w.started = False
+
+    def doorbell(self, side: str) -> list[int]:
+        """A post_send's doorbell on a QP in RTS starts every send still waiting in its SQ
+        (in posting order, before the new one). Returns the sends it started."""
+        qp = self.ends[side]
+        if qp.state != S.RTS:
+            return []
+        waiting = [w for w in qp.sends if not w.started]
+        for w in waiting:
+            w.started = True
+        return [w.wr_id for w in waiting]
+
 
 def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:
     """The completions due on `side` from a list of wire steps, in order."""

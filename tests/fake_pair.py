@@ -35,6 +35,10 @@ FAULTS = (
     "send_error_stays_rts",
     "sqd_rts_no_resume",
     "sqd_rts_resume_bad_status",
+    # rxe's SQD->RTS leaves the held sends waiting for the next post_send's doorbell; near
+    # misses after that step: the doorbell runs them with a wrong status, or loses them
+    "sqd_rts_no_resume_then_bad_status",
+    "sqd_rts_no_resume_then_lost",
     "drain_early",
     "drain_never_ends",
     "no_access_err_event",
@@ -78,6 +82,7 @@ class FakeEnd:
         self.cq: list[Completion] = []
         self.async_events: list[EventType] = []
         self.stale = False  # stale_sq_*: the next send runs a zeroed slot and fails
+        self.waiting: set[int] = set()  # sqd_rts_no_resume*: held sends the doorbell starts
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
@@ -99,7 +104,11 @@ class FakeEnd:
         nxt = QPState(attrs["qp_state"]) if Attr.STATE in mask else was
         fault = self.pair.fault
         if was == QPState.SQD and nxt == QPState.RTS:
-            self.pair.resumed |= held
+            if str(fault).startswith("sqd_rts_no_resume"):  # held until the next doorbell
+                model.hold(self.side, sorted(held))
+                self.waiting = set(held)
+            else:
+                self.pair.resumed |= held
         if nxt == QPState.RESET and (
             fault == "stale_sq_after_any_reset"
             or (fault == "stale_sq_after_sqd_reset" and was == QPState.SQD and held)
@@ -148,8 +157,22 @@ class FakeEnd:
         self.pair.model.apply(self.side, exp, ok)
         if ok:
             self.pair.emit(self.side, exp)
+            if exp.verb == "post_send" and self.waiting:
+                self._doorbell()
             self.pair.run_wire()
         return VerbResult(ok, None if ok else 22)
+
+    def _doorbell(self) -> None:
+        """sqd_rts_no_resume*: the post's doorbell starts the held sends (rxe); the near
+        misses then give them a wrong status, or lose them."""
+        started = self.pair.model.doorbell(self.side)
+        if not started:
+            return
+        waiting, self.waiting = self.waiting, set()
+        if self.pair.fault == "sqd_rts_no_resume_then_bad_status":
+            self.pair.resumed |= waiting  # _bent gives a resumed send LOC_QP_OP_ERR
+        elif self.pair.fault == "sqd_rts_no_resume_then_lost":
+            self.pair.model.hold(self.side, sorted(waiting))  # never run, never complete
 
     def poll(self) -> list[Completion]:
         """Everything queued on both CQs (and any zombie WR planted to run after RESET)."""
@@ -273,8 +296,6 @@ class FakePair:
                 continue
             resumed = step.wr_id in self.resumed
             self.resumed.discard(step.wr_id)
-            if resumed and self.fault == "sqd_rts_no_resume":
-                continue  # the send never starts: nothing completes anywhere
             for side, exp in step.effects:
                 if side == step.requester:
                     exp = self._bent(step.rule.id, resumed, exp)
@@ -311,7 +332,9 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
-        elif resumed and self.fault == "sqd_rts_resume_bad_status":
+        elif resumed and self.fault in (
+            "sqd_rts_resume_bad_status", "sqd_rts_no_resume_then_bad_status"
+        ):
             status = WCStatus.LOC_QP_OP_ERR
         if status is None or not exp.completions:
             return exp

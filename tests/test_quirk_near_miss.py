@@ -141,6 +141,26 @@ def held_then_rts(h: PairHarness) -> None:
     h.modify("a", S.RTS)
 
 
+def held_then_rts_then_post(h: PairHarness) -> None:
+    """A send held in SQD that SQD->RTS does not start, then the doorbell of a new post."""
+    h.modify("a", S.SQD)
+    h.post_send("a")
+    h.post_recv("b")
+    h.post_recv("b")
+    h.modify("a", S.RTS)
+    h.post_send("a")
+
+
+def held_bad_lkey_then_rts(h: PairHarness) -> None:
+    """A bad-lkey send held in SQD, SQD->RTS (not started: the QP stays RTS), then a post
+    whose doorbell runs it: the error state comes only now."""
+    h.modify("a", S.SQD)
+    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.modify("a", S.RTS)
+    h.post_recv("b")
+    h.post_send("a")
+
+
 def rnr_send_then_sqd(h: PairHarness) -> None:
     h.post_send("a")  # no receive at b: RNR, retried forever, in flight
     h.modify("a", S.SQD)
@@ -222,7 +242,10 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
     ),
     "rxe.sqd_to_rts_does_not_resume_sq": (
         Pair("sqd_rts_no_resume", K61, QPType.RC, held_then_rts),
-        (Pair("sqd_rts_resume_bad_status", K61, QPType.RC, held_then_rts),),
+        (Pair("sqd_rts_resume_bad_status", K61, QPType.RC, held_then_rts),
+         # after the followed step: the doorbell runs the held send wrongly, or never
+         Pair("sqd_rts_no_resume_then_bad_status", K61, QPType.RC, held_then_rts_then_post),
+         Pair("sqd_rts_no_resume_then_lost", K61, QPType.RC, held_then_rts_then_post)),
     ),
     "rxe.sqd_drained_while_rnr_send_outstanding": (
         Pair("drain_early", K61, QPType.RC, rnr_send_then_sqd, HOLD),
@@ -286,3 +309,36 @@ def test_a_failed_post_flushed_in_err_is_known_when_seen_only_after_the_qp_moved
     ).run()
     assert [d.known_quirk for d in known] == ["rxe.failed_post_send_runs_later"]
     assert known[0].context["state"] == "INIT" and "ERR" in known[0].context["since"]
+
+
+@pytest.mark.parametrize(("qp_type", "kernel", "error_state"), [
+    (QPType.RC, K61, S.ERR), (QPType.RC, K612, S.ERR), (QPType.UC, K61, S.SQE),
+    (QPType.UD, K612, S.SQE),
+])
+def test_a_held_bad_send_is_followed_until_the_doorbell_runs_it(
+    qp_type: QPType, kernel: str, error_state: QPState
+) -> None:
+    """Issue 22: rxe leaves a bad-lkey send held in SQD unstarted by SQD->RTS. The state the
+    model would have reached through it (ERR; SQE for UC/UD) is not reported: the engine
+    follows the quirk's `instead`, the send waits, and the next post's doorbell runs it, so
+    the error state comes then and is judged as usual."""
+    pair = FakePair(qp_type, "sqd_rts_no_resume", FAST, kernel=kernel)
+    h = PairHarness(pair, FAST, quirks=rxe_quirks(kernel), sink=None, time_scale=0.01)
+    h.connect()
+    held_bad_lkey_then_rts(h)
+    h.quiet(0.01)
+    assert {d.known_quirk for d in h.known} == {"rxe.sqd_to_rts_does_not_resume_sq"}
+    assert not h.desynced
+    assert h.model.qp("a").state == error_state == pair.model.qp("a").state
+    assert any(s.get("verb") == "follow" and "doorbell" in s["observed"] for s in h.steps)
+
+
+def test_a_held_send_the_device_did_run_is_not_rewound() -> None:
+    """The rewind needs everything the resumed sends owed to be missing: a device that
+    resumes correctly is never followed back (no known record, nothing held)."""
+    pair = FakePair(QPType.RC, None, FAST, kernel=K61)
+    h = PairHarness(pair, FAST, quirks=rxe_quirks(K61), sink=None, time_scale=0.01)
+    h.connect()
+    held_then_rts_then_post(h)
+    h.quiet(0.01)
+    assert h.known == [] and not h.model.qp("a").outstanding_sends

@@ -198,8 +198,8 @@ class Engine:
     def on_unknown(self, track: Track) -> None:
         """Called just before an unknown divergence is raised."""
 
-    def on_known_missing(self, track: Track, wr_ids: list[int]) -> None:
-        """Called when a quirk excused missing completions (they may still come, late)."""
+    def on_known_missing(self, track: Track, wr_ids: list[int], quirk: Quirk) -> None:
+        """Called when `quirk` excused missing completions (they may still come, late)."""
 
     # ----------------------------------------------------------------------------- verbs
     def conclude(
@@ -587,8 +587,9 @@ class Engine:
                 )
                 lost = [g.completion.wr_id for g in group]
                 track.ledger.excused.update(lost)
-                if self.diverge(track, d) is not None:
-                    self.on_known_missing(track, lost)
+                quirk = self.diverge(track, d)
+                if quirk is not None:
+                    self.on_known_missing(track, lost, quirk)
             for pending in track.ledger.take_required():
                 d = self.divergence(
                     track, "missing_event", pending.rule, pending.origin,

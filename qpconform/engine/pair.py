@@ -12,13 +12,17 @@ deliberate "must not happen" window.
 What is the pair's own: an automatic move to ERR/SQE is observed through
 query_qp and followed (with the flushes it owes) before its flushes are
 matched; an SQD drain the device ends early is followed (its started sends are
-held); an event nobody booked is a divergence; a known divergence that left
-WRs the model cannot place marks the pair `desynced`, and `resync()` brings
-both ends through RESET.
+held); sends a known quirk says the device never started (`instead =
+"sends_wait_for_doorbell"`) are followed back: the pair is rewound to before the
+wire ran them, they wait in the SQ, and the end's next post_send starts them; an
+event nobody booked is a divergence; a known divergence that left WRs the model
+cannot place marks the pair `desynced`, and `resync()` brings both ends through
+RESET.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import time
@@ -38,7 +42,7 @@ from .core import Engine, Track
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
-from .quirks import Quirks, reads_wrong
+from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks, reads_wrong
 from .timing import DeliveryLog
 
 S = QPState
@@ -107,6 +111,18 @@ class _EndState:
     early_drain: bool = False  # the device ended a drain before the model (followed)
 
 
+@dataclass
+class _Rewind:
+    """The pair just before the wire ran the sends SQD->RTS resumed on `side`: where the
+    harness goes back to when a known quirk says the device never started them."""
+
+    side: str
+    model: PairModel
+    history: dict[str, int]  # length of each end's state history then
+    because: dict[str, Because]
+    booked: set[tuple[str, int]] = field(default_factory=set)  # what the wire booked for them
+
+
 class PairHarness(Engine):
     """Drive a pair device and its PairModel in lock step; every difference is a divergence.
 
@@ -163,6 +179,9 @@ class PairHarness(Engine):
         self.desynced = False  # a known divergence left WRs the model cannot place
         self._ids: Iterator[int] = itertools.count(1)
         self._retrying = False
+        self._rewind: _Rewind | None = None  # set between a resuming modify and its settle
+        self._not_started: set[tuple[str, int]] = set()  # missing: never started (known)
+        self._doorbell: set[str] = set()  # ends whose held sends the next post_send starts
 
     def _fresh(self, side: str) -> None:
         """A new track for `side` (new QP, or its books cleared)."""
@@ -339,6 +358,7 @@ class PairHarness(Engine):
     def settle(self, bound: float | None = None) -> None:
         """Observe until every due completion and event was seen (at most `bound` s)."""
         self.observe(0.0, self.bound if bound is None else bound)
+        self._follow_not_started()
         self._check_states()
 
     def quiet(self, window: float | None = None) -> None:
@@ -369,7 +389,10 @@ class PairHarness(Engine):
     def on_unknown(self, track: Track) -> None:
         self.flush_notes("divergence")
 
-    def on_known_missing(self, track: Track, wr_ids: list[int]) -> None:
+    def on_known_missing(self, track: Track, wr_ids: list[int], quirk: Quirk) -> None:
+        if quirk.instead == SENDS_WAIT_FOR_DOORBELL and track.side is not None:
+            self._not_started |= {(track.side, w) for w in wr_ids}  # followed at the settle
+            return
         self.desynced = True  # they may still come, late; the queues may now differ
 
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule:
@@ -441,10 +464,17 @@ class PairHarness(Engine):
             if exp.state_if_accepted != exp.state_before:
                 self.end_state[side].state_because = Because(exp.rule, idx)
             if exp.verb == "modify" and resumed:
-                in_flight = set(self.model.qp(side).in_flight)
-                self.end_state[side].resumed |= resumed & in_flight
+                started = resumed & set(self.model.qp(side).in_flight)
+                self.end_state[side].resumed |= started
+                if started:
+                    self._rewind_point(side)
+            if exp.verb == "post_send" and side in self._doorbell:
+                self._ring_doorbell(side)
         self._wire()
-        self.settle()
+        try:
+            self.settle()
+        finally:
+            self._rewind = None
         self.flush_notes("known" if len(self.known) > known_before else "match")
 
     def _wire(self) -> None:
@@ -470,6 +500,8 @@ class PairHarness(Engine):
             for side, exp in ws.effects:
                 self.note(self.ends[side], exp, ws.rule)
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
+                if resumed and self._rewind is not None:
+                    self._rewind.booked |= {(side, c.wr_id) for c in exp.completions}
                 if exp.rule.id.startswith(_AUTOMATIC_TRANSITIONS):  # automatic: SQE or ERR
                     self.end_state[side].state_because = Because(exp.rule, origin)
                     self.ends[side].moved(
@@ -533,6 +565,66 @@ class PairHarness(Engine):
             if self.diverge(track, d) is not None and not got.sq_draining:
                 self._follow_drained(side)
                 mine.early_drain = True  # its SQ_DRAINED may still come
+
+    def _rewind_point(self, side: str) -> None:
+        """Remember the pair as it is before the wire runs the sends SQD->RTS resumed."""
+        self._rewind = _Rewind(
+            side,
+            copy.deepcopy(self.model),
+            {s: len(self.ends[s].history) for s in SIDES},
+            {s: self.end_state[s].state_because for s in SIDES},
+        )
+
+    def _follow_not_started(self) -> None:
+        """Known missing completions of sends the device never started (SQD->RTS did not
+        resume them): go back to before the wire ran them; they wait for the doorbell.
+
+        Followed only when everything the wire booked for them went missing (the device
+        did nothing with them); otherwise the pair is desynced, as for any known loss."""
+        lost, self._not_started = self._not_started, set()
+        point = self._rewind
+        if not lost:
+            return
+        if point is None or not point.booked or lost != point.booked:
+            self.desynced = True
+            return
+        self._rewind = None
+        self.model = point.model
+        for s in SIDES:
+            track = self.ends[s]
+            track.model = self.model.qp(s)
+            del track.history[point.history[s]:]
+            self.end_state[s].state_because = point.because[s]
+            track.ledger.excused -= {w for side, w in lost if side == s}
+        held = sorted(w for s, w in lost if s == point.side and w in
+                      self.model.qp(point.side).outstanding_sends)
+        self.model.hold(point.side, held)
+        self.end_state[point.side].resumed -= set(held)
+        self._doorbell.add(point.side)
+        self.steps.append(
+            {
+                "verb": "follow",
+                "side": point.side,
+                "expected": f"SQD->RTS starts {held}",
+                "observed": "not started: they wait for the next post_send (known quirk)",
+            }
+        )
+
+    def _ring_doorbell(self, side: str) -> None:
+        """An accepted post_send on an end whose held sends wait: its doorbell starts them."""
+        started = self.model.doorbell(side)
+        if not started and self.model.qp(side).state != S.RTS:
+            return
+        self._doorbell.discard(side)
+        if started:
+            self.steps.append(
+                {
+                    "verb": "follow",
+                    "side": side,
+                    "expected": "-",
+                    "observed": f"the post's doorbell starts the held sends {started}",
+                }
+            )
 
     def _follow_drained(self, side: str) -> None:
         """The device ended the drain early (known): its started sends are held, not done.
