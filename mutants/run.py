@@ -23,13 +23,13 @@ import sys
 import tempfile
 import time
 import tomllib
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reports.atomic import ReportWriteError, write_atomic_many
 from reports.divergence import read_divergences
+from reports.junit import read_junit
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
 
@@ -161,23 +161,6 @@ class Outcome:
         return self.verdict == "detected"
 
 
-def _junit(path: Path) -> tuple[float | None, list[tuple[str, str]]]:
-    """Suite time and the failing tests (name, first message line) of a junit file."""
-    if not path.is_file():
-        return None, []
-    root = ET.parse(path).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    seconds = sum(float(s.get("time", 0) or 0) for s in suites) if suites else None
-    failed = []
-    for case in root.iter("testcase"):
-        for child in case:
-            if child.tag in ("failure", "error"):
-                name = f"{case.get('classname', '')}::{case.get('name', '')}"
-                text = (child.get("message") or child.text or "").strip().splitlines()
-                failed.append((name, text[0][:200] if text else ""))
-    return seconds, failed
-
-
 def _divergences(out_dir: Path) -> list[dict[str, Any]]:
     """The run's records; a damaged file is said, and judged as no records (the verdict
     comes from the exit status; the records only name the rule)."""
@@ -203,7 +186,8 @@ def judge(
     baseline_known: set[str],
 ) -> Outcome:
     """Turn one VM run's exit status and records into an Outcome."""
-    seconds, failed = _junit(out_dir / "junit.xml")
+    found = read_junit(out_dir / "junit.xml")
+    seconds, failed = found.seconds, found.failed
     divs = _divergences(out_dir)
     unknown = [d for d in divs if not d.get("known_quirk")]
     outcome = Outcome(mutant_id, release, kernel, "survived", exit_status=status, wall_seconds=wall)

@@ -164,7 +164,47 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
     return run.main(plan, args.output)
 
 
-_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants]
+def _add_soak(subparsers: argparse._SubParsersAction) -> None:
+    from qpconform import soak
+
+    parser = subparsers.add_parser(
+        "soak",
+        help="run the suites many times under fresh random seeds and list each verdict",
+        usage="qpconform soak [options] [-- PYTEST_ARGS...]",
+        description="Each run is the main job (suites/, -n 2) with its own random seed in its "
+        "own VM boot; every unknown divergence on a stock driver is a finding. PYTEST_ARGS "
+        "after -- are added to each run (e.g. --stateful-budget 300).",
+    )
+    parser.add_argument(
+        "--target", action="append", type=soak.parse_target, metavar="RELEASE/DRIVER[:RUNS]",
+        help="guest release and driver, and how many seeds (repeatable; default "
+        + ", ".join(soak.DEFAULT_TARGETS) + ")",
+    )
+    parser.add_argument("--seed", action="append", type=int, default=[],
+                        help="run these seeds (repeatable) instead of fresh ones, on every target")
+    parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"],
+                        help="random Hypothesis profile (default: default)")
+    parser.add_argument("--timeout", type=_positive, default=2400.0,
+                        help="seconds per VM run before it counts as hung (default 2400)")
+    parser.add_argument("--output", type=Path, default=Path("reports/out/soak"),
+                        help="where each run's records and soak.json go")
+    parser.add_argument("--markdown", type=Path, default=Path("docs/soak.md"),
+                        help="the Markdown table (default docs/soak.md)")
+    parser.set_defaults(func=_cmd_soak)
+
+
+def _cmd_soak(args: argparse.Namespace) -> int:
+    from qpconform import soak
+
+    targets = args.target or [soak.parse_target(t) for t in soak.DEFAULT_TARGETS]
+    command = "qpconform soak " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["soak"] else (
+        "qpconform soak"
+    )
+    return soak.main(targets, args.seed, args.profile, list(args.command), args.output,
+                     args.markdown, args.timeout, command.strip())
+
+
+_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak]
 
 
 def build_parser() -> argparse.ArgumentParser:

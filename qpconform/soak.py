@@ -1,0 +1,193 @@
+"""``qpconform soak``: the newcomer's run, many times, each with a fresh random seed.
+
+The derandomized ``ci`` profile draws the same examples every run, so it can stay
+green while the first random run a newcomer makes fails. A soak runs the suites
+with a random profile (default ``default``) on each target (a guest release and a
+software driver: ``trixie/rxe``, ``bookworm/siw``...) once per seed, each in its own
+VM boot, and lists each run's verdict, its unknown divergences (test and rule) and
+the exact command that replays it. Seeds are fresh unless given (``--seed``, to
+replay the seeds of an earlier soak or an issue). On stock drivers every unknown
+divergence it lists is a finding: a new real behaviour (a quirk with evidence and a
+near miss) or a model or harness fix, never noise.
+
+Results: ``<output>/soak.json``, ``<output>/<target>-<seed>/`` (each run's records and
+report) and the Markdown table (``--markdown``, default docs/soak.md).
+Exit status 0 when every run was conformant (known divergences allowed), 1 when
+any run was not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROJECT = Path(__file__).resolve().parent.parent
+DRIVERS = ("rxe", "siw")
+RELEASES = ("bookworm", "trixie")
+DEFAULT_TARGETS = ("bookworm/rxe:5", "trixie/rxe:5", "trixie/siw:3")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One guest release and software driver, run `runs` times."""
+
+    release: str
+    driver: str
+    runs: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.release}/{self.driver}"
+
+
+def parse_target(text: str) -> Target:
+    """RELEASE/DRIVER[:RUNS], e.g. trixie/rxe:5; ArgumentTypeError naming the allowed values."""
+    spec, _, count = text.partition(":")
+    release, _, driver = spec.partition("/")
+    if release not in RELEASES or driver not in DRIVERS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give RELEASE/DRIVER[:RUNS] with RELEASE one of {', '.join(RELEASES)} "
+            f"and DRIVER one of {', '.join(DRIVERS)}, e.g. trixie/rxe:5"
+        )
+    try:
+        runs = int(count) if count else 5
+    except ValueError:
+        runs = 0
+    if runs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: RUNS must be a whole number >= 1")
+    return Target(release, driver, runs)
+
+
+@dataclass
+class SoakRun:
+    """What one seeded run on one target gave."""
+
+    target: str
+    seed: int
+    verdict: str = "error"
+    exit_status: int = 0
+    wall_seconds: float = 0.0
+    passed: int = 0
+    failed: int = 0
+    known: int = 0
+    unknown: list[dict[str, Any]] = field(default_factory=list)  # test, rule, count
+    replay: str = ""
+    out_dir: str = ""
+
+
+def pytest_command(target: Target, seed: int, profile: str, extra: list[str]) -> list[str]:
+    """The suite run inside the guest: the README's main job with a given seed."""
+    device = f"{target.driver}0"
+    cmd = ["python3", "-m", "pytest", "suites/", "--device", device]
+    if target.driver == "siw":  # iWARP: a connection needs a second device
+        cmd += ["--peer-device", f"{target.driver}1"]
+    cmd += ["--hypothesis-profile", profile, f"--hypothesis-seed={seed}", "-n", "2",
+            "-p", "no:cacheprovider", "-q", *extra]
+    return cmd
+
+
+def run_one(target: Target, seed: int, profile: str, extra: list[str], root: Path,
+            timeout: float) -> SoakRun:
+    """One VM boot running the suites with `seed`; its records and report in their folder."""
+    out_dir = root / f"{target.release}-{target.driver}-{seed}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    inner = pytest_command(target, seed, profile, [*extra, f"--junitxml={out_dir / 'junit.xml'}"])
+    cmd = [sys.executable, "-m", "qpconform", "vm", "--release", target.release,
+           "--driver", target.driver, "--timeout", str(timeout), "--log-dir", str(out_dir),
+           "--env", f"QPCONFORM_OUT_DIR={out_dir}", "--", *inner]
+    started = time.monotonic()
+    with open(out_dir / "console.txt", "w") as console:
+        status = subprocess.run(cmd, cwd=PROJECT, stdout=console,
+                                stderr=subprocess.STDOUT).returncode
+    result = SoakRun(target.name, seed, exit_status=status,
+                     wall_seconds=round(time.monotonic() - started, 1), out_dir=str(out_dir))
+    summarise(result, out_dir)
+    result.replay = (f"qpconform vm --release {target.release} --driver {target.driver} -- "
+                     + " ".join(pytest_command(target, seed, profile, extra)))
+    return result
+
+
+def summarise(result: SoakRun, out_dir: Path) -> None:
+    """Verdict, test counts and unknown divergences of one run, from its records."""
+    from reports import html
+    from reports.divergence import read_divergences
+    from reports.junit import read_junit
+
+    junit = read_junit(out_dir / "junit.xml")
+    failed = junit.failed
+    result.failed, result.passed = len(failed), junit.passed
+    try:
+        report, _, _ = html.write_reports([str(out_dir)], str(out_dir))
+        result.verdict = report["verdict"]["text"]
+    except (OSError, ValueError) as exc:
+        result.verdict = f"no report: {exc}"
+    try:
+        records = read_divergences(out_dir / "divergences.json")
+    except (OSError, ValueError):
+        records = []
+    result.known = sum(1 for d in records if d.get("known_quirk"))
+    counts: dict[tuple[str, str], int] = {}
+    for d in records:
+        if not d.get("known_quirk"):
+            key = ((d.get("test") or "").split("::")[-1], d.get("rule_id", ""))
+            counts[key] = counts.get(key, 0) + 1
+    result.unknown = [{"test": t, "rule": r, "count": n} for (t, r), n in sorted(counts.items())]
+    if result.exit_status != 0 and not result.unknown and not failed:
+        result.verdict = f"{result.verdict} (exit status {result.exit_status}: see console.txt)"
+
+
+def markdown(runs: list[SoakRun], command: str) -> str:
+    """The table docs/soak.md holds: one row per run."""
+    lines = [
+        "# Soak: the default profile under fresh random seeds",
+        "",
+        f"Regenerated by `{command}` (each run is the README's main job with its seed, in its",
+        "own VM boot). A run is conformant when every divergence it met is a known quirk.",
+        "",
+        "| target | seed | verdict | passed | known | unknown divergences (test, rule) | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        unknown = "; ".join(f"{u['test']} `{u['rule']}` x{u['count']}" for u in r.unknown) or "0"
+        lines.append(f"| {r.target} | {r.seed} | {r.verdict} | {r.passed} | {r.known} "
+                     f"| {unknown} | {r.wall_seconds:.0f} |")
+    bad = [r for r in runs if r.unknown or r.exit_status]
+    lines += ["", f"{len(runs) - len(bad)} of {len(runs)} runs conformant.", ""]
+    for r in bad:
+        lines.append(f"- replay {r.target} seed {r.seed}: `{r.replay}`")
+    return "\n".join(lines) + "\n"
+
+
+def main(targets: list[Target], seeds: list[int], profile: str, extra: list[str],
+         output: Path, markdown_path: Path | None, timeout: float, command: str) -> int:
+    """Run every target once per seed; write soak.json and the Markdown table."""
+    runs: list[SoakRun] = []
+    for target in targets:
+        chosen = seeds or [random.SystemRandom().getrandbits(32) for _ in range(target.runs)]
+        for seed in chosen:
+            print(f"qpconform soak: {target.name} seed {seed} ...", file=sys.stderr, flush=True)
+            run = run_one(target, seed, profile, extra, output, timeout)
+            runs.append(run)
+            unknown = sum(u["count"] for u in run.unknown)
+            print(f"qpconform soak: {target.name} seed {seed}: {run.verdict}, {unknown} unknown, "
+                  f"{run.wall_seconds:.0f} s", file=sys.stderr, flush=True)
+    table = markdown(runs, command)
+    print(table)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "soak.json").write_text(
+        json.dumps({"profile": profile, "command": command,
+                    "runs": [asdict(r) for r in runs]}, indent=2) + "\n"
+    )
+    if markdown_path is not None:
+        markdown_path.parent.mkdir(parents=True, exist_ok=True)
+        markdown_path.write_text(table)
+    return 0 if all(not r.unknown and r.exit_status == 0 for r in runs) else 1

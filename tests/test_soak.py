@@ -1,0 +1,75 @@
+"""qpconform soak: targets, the command each run executes, the table and the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from qpconform import soak
+from reports.junit import read_junit
+
+
+def test_a_target_names_release_driver_and_runs() -> None:
+    assert soak.parse_target("trixie/siw:3") == soak.Target("trixie", "siw", 3)
+    assert soak.parse_target("bookworm/rxe").runs == 5
+
+
+@pytest.mark.parametrize("bad", ["sid/rxe", "trixie/mlx5", "trixie", "trixie/rxe:0",
+                                 "trixie/rxe:x"])
+def test_a_bad_target_says_what_is_allowed(bad: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        soak.parse_target(bad)
+    assert bad in str(caught.value)
+    assert "bookworm" in str(caught.value) or "RUNS" in str(caught.value)
+
+
+def test_each_run_is_the_main_job_with_its_seed() -> None:
+    rxe = soak.pytest_command(soak.Target("trixie", "rxe", 1), 408919583, "default", [])
+    assert "--hypothesis-seed=408919583" in rxe and "--device" in rxe and "rxe0" in rxe
+    assert "--peer-device" not in rxe and rxe[rxe.index("-n") + 1] == "2"
+    siw = soak.pytest_command(soak.Target("bookworm", "siw", 1), 1, "default", [])
+    assert siw[siw.index("--peer-device") + 1] == "siw1"
+
+
+def test_the_soak_fails_when_any_run_has_an_unknown_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fake_run(target, seed, profile, extra, root, timeout):  # no VM in a self-test
+        run = soak.SoakRun(target.name, seed, verdict="CONFORMANT", wall_seconds=1.0)
+        if seed == 2:
+            run.verdict = "NOT CONFORMANT"
+            run.unknown = [{"test": "test_traffic_state_machine[UD]",
+                            "rule": "pair.unreliable.dropped", "count": 2}]
+            run.replay = "qpconform vm -- python3 -m pytest ... --hypothesis-seed=2"
+        return run
+
+    monkeypatch.setattr(soak, "run_one", fake_run)
+    md = tmp_path / "soak.md"
+    status = soak.main([soak.Target("trixie", "rxe", 2)], [1, 2], "default", [], tmp_path, md,
+                       60.0, "qpconform soak --seed 1 --seed 2")
+    assert status == 1
+    text = md.read_text()
+    assert "`pair.unreliable.dropped` x2" in text and "1 of 2 runs conformant" in text
+    assert "--hypothesis-seed=2" in text
+    data = json.loads((tmp_path / "soak.json").read_text())
+    assert [r["seed"] for r in data["runs"]] == [1, 2]
+    monkeypatch.setattr(soak, "run_one", lambda *a: soak.SoakRun("trixie/rxe", 1, "CONFORMANT"))
+    assert soak.main([soak.Target("trixie", "rxe", 1)], [1], "default", [], tmp_path, None,
+                     60.0, "qpconform soak") == 0
+
+
+def test_junit_counts_passed_failed_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(
+        '<testsuites><testsuite time="3.5">'
+        '<testcase classname="a" name="ok"/>'
+        '<testcase classname="a" name="bad"><failure message="boom">trace</failure></testcase>'
+        '<testcase classname="a" name="skip"><skipped message="why"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    found = read_junit(path)
+    assert (found.seconds, found.passed, found.failed) == (3.5, 1, [("a::bad", "boom")])
+    assert read_junit(tmp_path / "absent.xml").passed == 0
