@@ -175,14 +175,18 @@ def bad_rkey(h: PairHarness) -> None:
     h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
 
 
-def reset_from(state: QPState) -> Callable[[PairHarness], None]:
+def reset_from(state: QPState, recv: bool = True) -> Callable[[PairHarness], None]:
+    """A send held in SQD (from SQD), RESET, bring-up, then a send (to a peer with a
+    receive, or without one: UD drops it)."""
+
     def run(h: PairHarness) -> None:
         h.modify("a", state)
         if state == S.SQD:
             h.post_send("a")  # held in SQD, discarded by RESET
         h.modify("a", S.RESET)
         h.bring_up("a")
-        h.post_recv("b")
+        if recv:
+            h.post_recv("b")
         h.post_send("a")
 
     return run
@@ -297,6 +301,17 @@ def test_near_miss_is_not_masked(quirk_id: str, index: int) -> None:
     quirk = next(q for q in Quirks.load(QUIRKS_DIR / "rxe.toml") if q.id == quirk_id)
     rules = (miss.breaks,) if miss.breaks else quirk.rules
     assert any(fnmatch.fnmatchcase(record.rule_id, r) for r in rules), record.format()
+
+
+def test_the_stale_sq_index_flushes_a_send_the_peer_would_have_dropped() -> None:
+    """Issue 22 (trixie, seed 408919583): after SQD->RESET the next UD send is flushed
+    whether the peer would have taken it or dropped it (no receive posted)."""
+    known = Pair("stale_sq_after_sqd_reset", K612, QPType.UD, reset_from(S.SQD, recv=False)).run()
+    assert {d.known_quirk for d in known} == {"rxe.reset_leaves_stale_sq_index"}
+    assert "pair.unreliable.dropped" in {d.rule_id for d in known}
+    with pytest.raises(DivergenceError) as caught:  # the same loss after ERR->RESET: unknown
+        Pair("stale_sq_after_any_reset", K612, QPType.UD, reset_from(S.ERR, recv=False)).run()
+    assert caught.value.record.rule_id == "pair.unreliable.dropped"
 
 
 def test_a_failed_post_flushed_in_err_is_known_when_seen_only_after_the_qp_moved_on() -> None:
