@@ -45,6 +45,8 @@ FAULTS = (
     "access_err_as_fatal",
     "stale_sq_after_sqd_reset",
     "stale_sq_after_any_reset",
+    # rxe 6.12: after a RESET that discarded sends, the next drain never ends
+    "stale_sq_drain_never_ends",
     # COMM_EST on the first packet in RTR (mlx5, hfi1, qib), and raising it twice
     "comm_est_first_packet",
     "comm_est_twice",
@@ -83,6 +85,7 @@ class FakeEnd:
         self.async_events: list[EventType] = []
         self.stale = False  # stale_sq_*: the next send runs a zeroed slot and fails
         self.waiting: set[int] = set()  # sqd_rts_no_resume*: held sends the doorbell starts
+        self.stale_drain = False  # stale_sq_drain_never_ends: the next drain never ends
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
@@ -114,6 +117,11 @@ class FakeEnd:
             or (fault == "stale_sq_after_sqd_reset" and was == QPState.SQD and held)
         ):
             self.stale = True
+        if fault == "stale_sq_drain_never_ends" and nxt == QPState.RESET and before_sends:
+            self.stale_drain = True
+        if was == QPState.RTS and nxt == QPState.SQD and self.stale_drain:
+            self.async_events = [e for e in self.async_events if e != EventType.SQ_DRAINED]
+            qp.draining = True  # the fake drains for good: it reports sq_draining = 1
         if fault == "drain_early" and was == QPState.RTS and nxt == QPState.SQD and qp.draining:
             self.async_events.append(EventType.SQ_DRAINED)
         if fault == "event_unasked" and was == QPState.RTS and nxt == QPState.SQD and not notify:

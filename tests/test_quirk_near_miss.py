@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from fixtures.plugin import QUIRKS_DIR
-from models.enums import QPState, QPType
+from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.judge import DivergenceError
@@ -159,6 +159,20 @@ def held_bad_lkey_then_rts(h: PairHarness) -> None:
     h.modify("a", S.RTS)
     h.post_recv("b")
     h.post_send("a")
+
+
+def drain_after_reset(reset: bool) -> Callable[[PairHarness], None]:
+    """(A send held in SQD, SQD->RESET, bring-up,) then RTS->SQD asking for SQ_DRAINED."""
+
+    def run(h: PairHarness) -> None:
+        if reset:
+            h.modify("a", S.SQD)
+            h.post_send("a")
+            h.modify("a", S.RESET)
+            h.bring_up("a")
+        h.modify("a", S.SQD, {"en_sqd_async_notify": 1}, Attr.EN_SQD_ASYNC_NOTIFY)
+
+    return run
 
 
 def rnr_send_then_sqd(h: PairHarness) -> None:
@@ -312,6 +326,19 @@ def test_the_stale_sq_index_flushes_a_send_the_peer_would_have_dropped() -> None
     with pytest.raises(DivergenceError) as caught:  # the same loss after ERR->RESET: unknown
         Pair("stale_sq_after_any_reset", K612, QPType.UD, reset_from(S.ERR, recv=False)).run()
     assert caught.value.record.rule_id == "pair.unreliable.dropped"
+
+
+def test_a_pair_drain_that_never_ends_after_reset_is_followed() -> None:
+    """Issue 22 (trixie, seed 694344456): on a pair, after SQD->RESET discarded held sends,
+    RTS->SQD never ends its drain (no SQ_DRAINED, sq_draining 1 for good): known, and the
+    model drains on with the device; the same drain on a QP never reset is a divergence."""
+    known = Pair("stale_sq_drain_never_ends", K612, QPType.UD, drain_after_reset(True)).run()
+    assert {d.known_quirk for d in known} == {"rxe.reset_leaves_stale_sq_index_drain_never_ends"}
+    assert {d.kind for d in known} == {"missing_event", "state"}
+    with pytest.raises(DivergenceError) as caught:
+        Pair("drain_never_ends", K612, QPType.UD, drain_after_reset(False)).run()
+    assert caught.value.record.rule_id == "pair.sqd.sq_draining"
+    assert caught.value.record.known_quirk is None
 
 
 def test_a_failed_post_flushed_in_err_is_known_when_seen_only_after_the_qp_moved_on() -> None:

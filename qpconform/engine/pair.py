@@ -562,7 +562,11 @@ class PairHarness(Engine):
                 track, "state", SQ_DRAINING, track.last(), f"sq_draining={int(qp.draining)}",
                 f"sq_draining={int(got.sq_draining)}", [f"sq_draining={int(got.sq_draining)}"],
             )
-            if self.diverge(track, d) is not None and not got.sq_draining:
+            if self.diverge(track, d) is None:
+                return
+            if got.sq_draining:
+                self._follow_draining(side)
+            else:
                 self._follow_drained(side)
                 mine.early_drain = True  # its SQ_DRAINED may still come
 
@@ -625,6 +629,20 @@ class PairHarness(Engine):
                     "observed": f"the post's doorbell starts the held sends {started}",
                 }
             )
+
+    def _follow_draining(self, side: str) -> None:
+        """The device still drains where the model's drain is over (known): the model
+        drains on with it, so no SQ_DRAINED is owed and a drain-dependent refusal (SQD
+        exit while draining) is judged in the state the device is in."""
+        track = self.ends[side]
+        track.model.draining = True
+        track.ledger.required = [
+            r for r in track.ledger.required if r.event != EventType.SQ_DRAINED
+        ]
+        self.steps.append(
+            {"verb": "follow", "side": side, "expected": "drain over",
+             "observed": "still draining (known quirk): the model drains on"}
+        )
 
     def _follow_drained(self, side: str) -> None:
         """The device ended the drain early (known): its started sends are held, not done.
