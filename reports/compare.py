@@ -32,6 +32,11 @@ def _keys(entries: list[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     return {e.get("key") or divergence_key(e): e for e in entries}
 
 
+def _ids(report: Mapping[str, Any], key: str) -> set[str]:
+    """The quirk ids a report lists under `key` (none in a report that predates the key)."""
+    return {q["id"] for q in report.get(key, [])}
+
+
 def _brief(e: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "key": e.get("key") or divergence_key(e),
@@ -49,8 +54,9 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     cov_a = {r["id"]: r["count"] for r in a["coverage"]["rules"]}
     cov_b = {r["id"]: r["count"] for r in b["coverage"]["rules"]}
     ident_a, ident_b = a.get("identity", {}), b.get("identity", {})
-    stale_a = {q["id"] for q in a.get("stale_quirks", [])}
-    stale_b = {q["id"] for q in b.get("stale_quirks", [])}
+    stale_a, stale_b = _ids(a, "stale_quirks"), _ids(b, "stale_quirks")
+    not_provoked_a = _ids(a, "not_provoked_quirks")
+    not_provoked_b = _ids(b, "not_provoked_quirks")
     return {
         "a": {
             "device": a.get("device_name"),
@@ -74,6 +80,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         "new_known": [_brief(known_b[k]) for k in sorted(set(known_b) - set(known_a))],
         "gone_known": [_brief(known_a[k]) for k in sorted(set(known_a) - set(known_b))],
         "new_stale_quirks": sorted(stale_b - stale_a),
+        "new_not_provoked_quirks": sorted(not_provoked_b - not_provoked_a),
         "coverage": {
             "a": [a["coverage"]["exercised"], a["coverage"]["total"]],
             "b": [b["coverage"]["exercised"], b["coverage"]["total"]],
@@ -84,7 +91,8 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def has_changes(diff: Mapping[str, Any]) -> bool:
-    """Did anything a person should look at change?"""
+    """Did anything a person should look at change? (A quirk a random run did not provoke
+    is no change: the next run may provoke it.)"""
     cov = diff["coverage"]
     return bool(
         diff["verdict_changed"]
@@ -128,6 +136,9 @@ def format_text(diff: Mapping[str, Any]) -> str:
         section("known divergences gone", diff["gone_known"])
     if diff["new_stale_quirks"]:
         section("newly stale quirks", diff["new_stale_quirks"])
+    if diff.get("new_not_provoked_quirks"):  # informational: a random run's, not stale
+        section("quirks not provoked in B's run (random profile: not stale)",
+                diff["new_not_provoked_quirks"])
     out.append(f"coverage: {cov['a'][0]}/{cov['a'][1]} -> {cov['b'][0]}/{cov['b'][1]} rules")
     section("rules newly exercised", cov["newly_exercised"])
     section("rules no longer exercised", cov["no_longer_exercised"])

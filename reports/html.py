@@ -110,7 +110,21 @@ def verdict_line(report: Mapping[str, Any]) -> str:
     return (
         f"qpconform verdict for {device}: {v['text'].upper()} "
         f"({v['divergences']} divergence(s), {v['known']} known, {v['stale_quirks']} stale "
-        f"quirk(s); {v['steps']} steps; {cov['exercised']}/{cov['total']} model rules exercised)"
+        f"quirk(s){_not_provoked(v)}; {v['steps']} steps; {cov['exercised']}/{cov['total']} "
+        "model rules exercised)"
         + (f"; stopped early: {v['aborted']}" if v.get("aborted") else "")
         + (f"; LEAKED verbs objects: {v['leaked']}" if v.get("leaked") else "")
     )
+
+
+def _not_provoked(v: Mapping[str, Any]) -> str:
+    """", N not provoked in this run" (random profile: not stale), or nothing."""
+    count = v.get("not_provoked_quirks", 0)  # reports of older runs lack it
+    return f", {count} not provoked in this run" if count else ""
+
+
+def replay_line(report: Mapping[str, Any]) -> str | None:
+    """One line for a terminal: the options that replay the run's stateful sequences
+    (fixtures/seeds.py), or None for a record without them."""
+    replay = report.get("settings", {}).get("replay")
+    return f"qpconform: replay these sequences with: {replay}" if replay else None

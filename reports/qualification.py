@@ -67,6 +67,7 @@ SETTING_FIELDS = (
     ("run_id", "Run id"),
     ("hypothesis_profile", "Hypothesis profile"),
     ("seed", "Hypothesis seed"),
+    ("replay", "Replay options"),
     ("max_examples", "Max examples"),
     ("stateful_step_count", "Steps per example"),
     ("quirks", "Quirk file"),
@@ -476,6 +477,7 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
         "divergences": unknown,
         "known": known,
         "stale_quirks": len(run.get("stale_quirks", [])),
+        "not_provoked_quirks": len(run.get("not_provoked_quirks", [])),
         "aborted": aborted or "",
         "leaked": run.get("settings", {}).get("leaked", ""),
     }
@@ -495,7 +497,8 @@ def setting_rows(settings: Mapping[str, Any], started: str | None) -> list[dict[
         {"key": k, "label": label, "value": values.get(k), "missing": values.get(k) in (None, "")}
         for k, label in SETTING_FIELDS
     ]
-    shown = {k for k, _ in SETTING_FIELDS} | {"variant", "variant_reason", "qp_types"}
+    shown = {k for k, _ in SETTING_FIELDS} | {
+        "variant", "variant_reason", "qp_types", "hypothesis_seed"}
     rows += [
         {"key": k, "label": k, "value": v, "missing": False}
         for k, v in sorted(values.items())
@@ -557,6 +560,9 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
             run.get("not_applicable_quirks", []), profile, False
         ),
         "unseen_quirks": with_provenance(run.get("unseen_quirks", []), profile, False),
+        "not_provoked_quirks": with_provenance(
+            run.get("not_provoked_quirks", []), profile, False
+        ),
         "unsupported": dict(run.get("unsupported", {})),
         "coverage": coverage(run, catalog),
         "choices": choice_rows(run.get("choices", {}), catalog, run.get("situations", {})),

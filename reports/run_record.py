@@ -73,6 +73,7 @@ class RunRecorder:
         self.stale_quirks: dict[str, str] = {}
         self.not_applicable_quirks: dict[str, str] = {}
         self.unseen_quirks: dict[str, str] = {}
+        self.not_provoked_quirks: dict[str, str] = {}
         #: per quirk id of the profile: {"provenance": ..., "feature": ...}
         self.quirk_profile: dict[str, dict[str, str]] = {}
         self.unsupported: dict[str, str] = {}
@@ -128,6 +129,11 @@ class RunRecorder:
         """A quirk that matched nothing in this process (merge keeps it only if none matched)."""
         self.stale_quirks[str(quirk_id)] = detail
 
+    def quirk_not_provoked(self, quirk_id: str, why: str) -> None:
+        """A quirk that matched nothing in a random-profile run: its examples may simply not
+        have provoked it (not stale; merge drops it if another worker matched it)."""
+        self.not_provoked_quirks[str(quirk_id)] = why
+
     def quirk_unseen(self, quirk_id: str, why: str) -> None:
         """An intermittent quirk that matched nothing in this process (not stale)."""
         self.unseen_quirks[str(quirk_id)] = why
@@ -176,6 +182,9 @@ class RunRecorder:
             "unseen_quirks": [
                 {"id": k, "detail": v} for k, v in sorted(self.unseen_quirks.items())
             ],
+            "not_provoked_quirks": [
+                {"id": k, "detail": v} for k, v in sorted(self.not_provoked_quirks.items())
+            ],
             "quirk_profile": dict(sorted(self.quirk_profile.items())),
             "unsupported": dict(sorted(self.unsupported.items())),
             "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
@@ -223,6 +232,41 @@ def _one_run(paths: list[Any], runs: list[dict[str, Any]]) -> None:
         )
 
 
+def _unite_parts(values: Iterable[str], sep: str, between: str) -> str:
+    """Lists like "lone=4,traffic-RC=3" (sep ",", between "=") from several workers as
+    one, each part once (the first worker's value), in the order of fixtures/budget.py."""
+    from fixtures.budget import PARTS
+
+    found: dict[str, str] = {}
+    for text in values:
+        for item in filter(None, (part.strip() for part in text.split(sep))):
+            name, _, value = item.partition(between)
+            found.setdefault(name, value)
+    order = sorted(found, key=lambda k: (PARTS.index(k) if k in PARTS else len(PARTS), k))
+    return sep.join(f"{k}{between}{found[k]}" for k in order)
+
+
+def _unite_stateful(settings: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """Each xdist worker records only its own stateful tests' batches and spending: the
+    merged settings name every test's, and the replay line and seed text say all of them
+    (fixtures/seeds.py). Older records without them are left as they are."""
+    from fixtures import seeds
+
+    worker_settings = [r.get("settings", {}) for r in runs]
+    for key, sep, between in (("stateful_batches", ",", "="), ("stateful_spent", "; ", ": ")):
+        values = [s[key] for s in worker_settings if s.get(key)]
+        if values:
+            settings[key] = _unite_parts(values, sep, between)
+    if not settings.get("replay"):
+        return
+    batches = settings.get("stateful_batches", "")
+    settings["replay"] = seeds.with_batches(settings["replay"], batches)
+    if settings.get("hypothesis_seed") is not None:
+        settings["seed"] = seeds.describe(
+            settings["hypothesis_seed"], settings.get("hypothesis_profile", ""), settings["replay"]
+        )
+
+
 def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     """Fold per-worker run records into one: counts summed, divergences and quirks united."""
     paths = sorted(paths, key=str)
@@ -236,6 +280,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     stale: dict[str, str] = {}
     not_applicable: dict[str, str] = {}
     unseen: dict[str, str] = {}
+    not_provoked: dict[str, str] = {}
     profile: dict[str, dict[str, str]] = {}
     unsupported: dict[str, str] = {}
     choices: dict[str, dict[str, int]] = {}
@@ -265,6 +310,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             not_applicable[q["id"]] = q.get("detail", "")
         for q in run.get("unseen_quirks", []):
             unseen[q["id"]] = q.get("detail", "")
+        for q in run.get("not_provoked_quirks", []):  # absent from older records
+            not_provoked[q["id"]] = q.get("detail", "")
         profile.update(run.get("quirk_profile", {}))
         unsupported.update(run.get("unsupported", {}))
         for kind, samples in run.get("delivery", {}).items():
@@ -278,6 +325,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
     if qp_types:
         settings["qp_types"] = qp_types
+    _unite_stateful(settings, runs)
     if delivery:  # one summary over every worker's samples
         from qpconform.engine.timing import DeliveryLog
 
@@ -311,6 +359,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         ],
         "unseen_quirks": [
             {"id": k, "detail": v} for k, v in sorted(unseen.items()) if k not in matched
+        ],
+        "not_provoked_quirks": [
+            {"id": k, "detail": v} for k, v in sorted(not_provoked.items()) if k not in matched
         ],
         "quirk_profile": dict(sorted(profile.items())),
         "unsupported": dict(sorted(unsupported.items())),

@@ -34,7 +34,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fixtures.budget import Budget, spend
+from fixtures.budget import Budget
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from models.table import variant
@@ -332,6 +332,23 @@ def machine_settings(**overrides: Any) -> settings:
     return settings(parent, **values)
 
 
+def device_settings(budgeted: bool, seeded: bool) -> settings:
+    """The lone machine's settings on a device: batches of BATCH examples under a time
+    budget (else one batch of the profile's count).
+
+    A run with a seed uses no example database: Hypothesis would first replay the
+    examples earlier runs saved in .hypothesis/ (Phase.reuse), so the same seed would
+    run other sequences on another machine or another day. The seed alone decides them
+    (fixtures/seeds.py), which is what makes its replay line exact.
+    """
+    overrides: dict[str, Any] = {}
+    if budgeted:
+        overrides["max_examples"] = BATCH
+    if seeded:
+        overrides["database"] = None
+    return machine_settings(**overrides)
+
+
 def _run_seeded(example_seed: int | None, factory: Any, **kwargs: Any) -> None:
     """run_state_machine_as_test, from example_seed when one is given."""
     if example_seed is not None:
@@ -432,27 +449,32 @@ def test_qp_state_machine(
     windows: Windows,
     stateful_budget: Budget,
     batch_seeds: Iterator[int | None],
+    run_seed: int | None,
 ) -> None:
     """Random verb sequences on the selected QP types match the model step by step.
 
-    With a budget, batches of BATCH examples run until the lone machine's share is spent.
+    With a budget, batches of BATCH examples run until the lone machine's share is spent
+    (or exactly as many as --stateful-batches says: fixtures/budget.py).
     """
     counter = _CountingRecorder(run_recorder)
     config = MachineConfig(
         settle_window=windows.quiet, event_window=windows.event_window,
         must_wait=windows.must_wait, delivery=delivery_log,
     )
-    share = stateful_budget.share("lone")
-    batch = machine_settings(max_examples=BATCH) if share is not None else None
+    budgeted = stateful_budget.share("lone") is not None
+    batch = device_settings(budgeted, seeded=run_seed is not None)
 
     def run_batch() -> int:
         run_machine(device, qp_types, variant, quirks, config=config, recorder=counter,
                     hypothesis_settings=batch, example_seed=next(batch_seeds))
-        return BATCH if batch is not None else settings.default.max_examples
+        return batch.max_examples
 
     try:
-        _, examples, took = spend(share, run_batch)
+        batches, examples, took = stateful_budget.run("lone", run_batch)
     except UnsupportedQPType as exc:
+        stateful_budget.batches.pop("lone", None)  # nothing ran: nothing to replay
         pytest.skip(str(exc))
-    stateful_budget.spent["lone"] = f"{examples} examples, {counter.steps} steps, {took:.0f} s"
+    stateful_budget.spent["lone"] = (
+        f"{batches} batches, {examples} examples, {counter.steps} steps, {took:.0f} s"
+    )
     _record_throughput(device, counter.steps, took, run_recorder)

@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from fixtures.budget import spend
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from models.table import variant
@@ -189,8 +188,14 @@ EXAMPLES = int(os.environ.get("QPCONFORM_TRAFFIC_EXAMPLES", "6"))
 STEPS = int(os.environ.get("QPCONFORM_TRAFFIC_STEPS", "15"))
 
 
-def device_settings() -> settings:
-    """The profile's settings (derandomize, database...) bounded for a real device."""
+def device_settings(seeded: bool = False) -> settings:
+    """The profile's settings (derandomize, database...) bounded for a real device.
+
+    A run with a seed (`seeded`) uses no example database: Hypothesis would first replay
+    the examples earlier runs saved in .hypothesis/ (Phase.reuse), so the same seed would
+    run other sequences on another machine or another day. The seed alone decides them
+    (fixtures/seeds.py), which is what makes its replay line exact.
+    """
     base = settings.default
     return settings(
         base,
@@ -199,15 +204,19 @@ def device_settings() -> settings:
         phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrink on a device
         deadline=None,
         suppress_health_check=list(HealthCheck),
+        database=None if seeded else base.database,
     )
 
 
 @pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC, QPType.UD], ids=lambda t: t.name)
-def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds, variant):
-    """With a budget, batches of the machine run until this QP type's share is spent;
-    each batch from its own seed, derived from the run's (fixtures/seeds.py). Under the
-    iwarp variant, the iWARP machine (RC only: other types are reported skips)."""
+def test_traffic_state_machine(
+    make_pair, qp_type, stateful_budget, batch_seeds, run_seed, variant
+):
+    """With a budget, batches of the machine run until this QP type's share is spent (or
+    exactly as many as --stateful-batches says: fixtures/budget.py); each batch from its
+    own seed, derived from the run's (fixtures/seeds.py). Under the iwarp variant, the
+    iWARP machine (RC only: other types are reported skips)."""
 
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
@@ -218,7 +227,7 @@ def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds,
         machine = iwarp_machine_for(make)
     else:
         machine = machine_for(qp_type, make)
-    machine.TestCase.settings = device_settings()
+    machine.TestCase.settings = device_settings(seeded=run_seed is not None)
 
     def run_batch() -> int:
         example_seed = next(batch_seeds)
@@ -227,5 +236,6 @@ def test_traffic_state_machine(make_pair, qp_type, stateful_budget, batch_seeds,
         machine.TestCase().runTest()
         return machine.TestCase.settings.max_examples
 
-    _, examples, took = spend(stateful_budget.share("traffic"), run_batch)
-    stateful_budget.spent[f"traffic {qp_type.name}"] = f"{examples} examples, {took:.0f} s"
+    part = f"traffic-{qp_type.name}"
+    batches, examples, took = stateful_budget.run(part, run_batch)
+    stateful_budget.spent[part] = f"{batches} batches, {examples} examples, {took:.0f} s"

@@ -421,7 +421,10 @@ def test_the_run_seed_is_shown_and_replayed(pytester: pytest.Pytester) -> None:
     from fixtures import seeds
 
     result, used = _batch_seeds(pytester, "--hypothesis-seed=31")
-    result.stdout.fnmatch_lines(["qpconform: seed 31 (replay: --hypothesis-seed=31)"])
+    result.stdout.fnmatch_lines([
+        "qpconform: seed 31 (replay: --hypothesis-seed=31 --hypothesis-profile=default plus "
+        "the --stateful-batches printed at the end of the run)",
+    ])
     assert used == {str(seeds.derive(31, "suites/test_suite.py::test_seed", 0))}
 
 

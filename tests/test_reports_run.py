@@ -497,3 +497,107 @@ def test_records_of_two_runs_are_never_merged(tmp_path: Path) -> None:
         RunRecorder({"device": "rxe0"}, {"run_id": run_id}).write(tmp_path / name)
     with pytest.raises(ValueError, match=r"come from 2 different runs .*run-gw0\.json.*run-gw1"):
         merge_runs(sorted(tmp_path.glob("run-*.json")))
+
+
+# ----------------------------------------------------------------------------- replay, quirks
+def _replay_settings(batches: str, spent: str) -> dict[str, Any]:
+    """A worker's settings as the plugin writes them: its own stateful tests only."""
+    from fixtures import seeds
+
+    replay = seeds.replay_args(7, "default", batches)
+    return {**settings(["RC"]), "hypothesis_profile": "default", "hypothesis_seed": 7,
+            "stateful_batches": batches, "stateful_spent": spent, "replay": replay,
+            "seed": seeds.describe(7, "default", replay)}
+
+
+def test_the_merged_record_names_every_workers_batches(tmp_path: Path) -> None:
+    """Under xdist each worker ran some stateful tests: the merged replay line names all."""
+    gw0 = RunRecorder(IDENTITY, _replay_settings(
+        "lone=4,traffic-UD=1", "lone: 4 batches, 40 examples, 9 steps, 3 s; traffic-UD: "
+        "1 batches, 6 examples, 1 s"), worker="gw0")
+    gw1 = RunRecorder(IDENTITY, _replay_settings(
+        "traffic-RC=3", "traffic-RC: 3 batches, 18 examples, 2 s"), worker="gw1")
+    gw2 = RunRecorder(IDENTITY, _replay_settings("", ""), worker="gw2")  # no stateful test
+    merged = merge_runs([gw0.write(tmp_path / "run-gw0.json"), gw1.write(tmp_path / "run-gw1.json"),
+                         gw2.write(tmp_path / "run-gw2.json")])["settings"]
+    spec = "lone=4,traffic-RC=3,traffic-UD=1"
+    assert merged["stateful_batches"] == spec
+    assert merged["replay"] == (
+        f"--hypothesis-seed=7 --hypothesis-profile=default --stateful-batches {spec}")
+    assert merged["seed"] == f"7 (replay: {merged['replay']})"
+    assert merged["stateful_spent"].split("; ") == [
+        "lone: 4 batches, 40 examples, 9 steps, 3 s", "traffic-RC: 3 batches, 18 examples, 2 s",
+        "traffic-UD: 1 batches, 6 examples, 1 s"]
+    report = build_report({"settings": merged})
+    rows = {row["key"]: row for row in report["setting_rows"]}
+    assert rows["replay"]["value"] == merged["replay"] and not rows["replay"]["missing"]
+    assert "hypothesis_seed" not in rows  # shown as the seed
+    from reports.html import replay_line
+
+    assert replay_line(report) == f"qpconform: replay these sequences with: {merged['replay']}"
+
+
+def test_an_older_record_without_replay_keeps_its_seed(run_files: list[Path]) -> None:
+    merged = merge_runs(run_files)["settings"]
+    assert merged["seed"] == 20261101 and "replay" not in merged
+    from reports.html import replay_line
+
+    assert replay_line(build_report(merge_runs(run_files))) is None
+
+
+def _not_provoked_run(out: Path) -> list[Path]:
+    """The synthetic run, its gw1 a random-profile worker: its unmatched quirks were not
+    provoked (one of them matched on gw0)."""
+    files = synthetic_run(out)
+    gw1 = load_run(files[1])
+    gw1["not_provoked_quirks"] = gw1.pop("stale_quirks")
+    files[1].write_text(json.dumps(gw1))
+    return files
+
+
+def test_a_quirk_a_random_run_did_not_provoke_is_not_stale(tmp_path: Path) -> None:
+    files = _not_provoked_run(tmp_path / "out")
+    merged = merge_runs(files)
+    assert merged["stale_quirks"] == []
+    assert [q["id"] for q in merged["not_provoked_quirks"]] == ["rxe-sqd-no-drained-event"]
+    report, html_path, _ = write_reports(files, tmp_path / "report")
+    assert report["verdict"]["stale_quirks"] == 0
+    assert report["verdict"]["not_provoked_quirks"] == 1
+    assert [q["id"] for q in report["not_provoked_quirks"]] == ["rxe-sqd-no-drained-event"]
+    assert "0 stale quirk(s), 1 not provoked in this run;" in verdict_line(report)
+    page = html_path.read_text()
+    assert "Quirks not provoked in this run (1)" in page and "Stale quirks (0)" in page
+    assert "1</b> quirk(s) not provoked in this run" in page
+    from fixtures.plugin import strict_failure
+
+    assert strict_failure(report, strict=True) is None  # only a stale quirk fails strict
+
+
+def test_reports_without_not_provoked_quirks_still_read(run_files: list[Path],
+                                                        tmp_path: Path) -> None:
+    """Records and reports written before the key: no "not provoked" list, same verdict."""
+    report, _, json_path = write_reports(run_files, tmp_path / "report")
+    assert report["not_provoked_quirks"] == [] and "not provoked" not in verdict_line(report)
+    old = json.loads(json_path.read_text())
+    del old["not_provoked_quirks"]
+    del old["verdict"]["not_provoked_quirks"]
+    assert "not provoked" not in render_html(old) and "NOT CONFORMANT" in verdict_line(old)
+    diff = report_compare.compare(old, old)
+    assert diff["new_not_provoked_quirks"] == [] and not report_compare.has_changes(diff)
+
+
+def test_compare_names_quirks_b_did_not_provoke_without_calling_them_stale(
+    tmp_path: Path,
+) -> None:
+    synthetic_run(tmp_path / "a")
+    _, _, a_json = write_reports([tmp_path / "a"], tmp_path / "a")
+    _not_provoked_run(tmp_path / "b")
+    _, _, b_json = write_reports([tmp_path / "b"], tmp_path / "b")
+    a, b = report_compare.load_report(a_json), report_compare.load_report(b_json)
+    diff = report_compare.compare(a, b)
+    assert diff["new_stale_quirks"] == []
+    assert diff["new_not_provoked_quirks"] == ["rxe-sqd-no-drained-event"]
+    assert not report_compare.has_changes(diff)  # the next random run may provoke it
+    text = report_compare.format_text(diff)
+    assert "quirks not provoked in B's run (random profile: not stale) (1):" in text
+    assert "newly stale" not in text

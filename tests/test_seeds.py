@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from fixtures import seeds
 from models.enums import QPType
@@ -69,5 +72,56 @@ def test_batches_get_distinct_stable_seeds() -> None:
 
 
 def test_the_report_says_how_to_replay() -> None:
-    assert seeds.describe(99, "default") == "99 (replay: --hypothesis-seed=99)"
+    assert seeds.describe(99, "default") == (
+        "99 (replay: --hypothesis-seed=99 --hypothesis-profile=default plus the "
+        "--stateful-batches printed at the end of the run)"
+    )
+    line = seeds.replay_args(99, "default", "lone=4")
+    assert seeds.describe(99, "default", line) == f"99 (replay: {line})"
     assert "derandomized" in seeds.describe(None, "ci")
+
+
+def test_the_replay_line_names_the_batches() -> None:
+    assert seeds.replay_args(31, "quick", "lone=4,traffic-RC=3") == (
+        "--hypothesis-seed=31 --hypothesis-profile=quick --stateful-batches lone=4,traffic-RC=3"
+    )
+    # a run without a budget ran one batch of the profile's count: its replay must too
+    assert seeds.replay_args(31, "default", "lone=1", budget_off=True) == (
+        "--hypothesis-seed=31 --hypothesis-profile=default --stateful-budget=0 "
+        "--stateful-batches lone=1"
+    )
+    assert seeds.replay_args(None, "ci") == "--hypothesis-profile=ci"
+    # the merged record swaps one worker's batches for every worker's
+    one = seeds.replay_args(31, "quick", "lone=4")
+    assert seeds.with_batches(one, "lone=4,traffic-UD=2") == seeds.replay_args(
+        31, "quick", "lone=4,traffic-UD=2")
+    assert seeds.with_batches(one, "") == "--hypothesis-seed=31 --hypothesis-profile=quick"
+
+
+@pytest.fixture
+def profile_with_a_database() -> Iterator[Any]:
+    """A loaded profile with an example database, as the random device profiles have."""
+    from hypothesis import settings
+    from hypothesis.database import InMemoryExampleDatabase
+
+    before = settings.get_current_profile_name()
+    settings.register_profile("seeds-with-db", database=InMemoryExampleDatabase())
+    settings.load_profile("seeds-with-db")
+    try:
+        yield settings.default.database
+    finally:
+        settings.load_profile(before)
+
+
+def test_a_seeded_run_uses_no_example_database(profile_with_a_database: Any) -> None:
+    """Phase.reuse would replay examples an earlier run saved: the seed alone must decide."""
+    from suites import test_stateful, test_traffic_stateful
+
+    db = profile_with_a_database
+    assert test_stateful.device_settings(budgeted=True, seeded=True).database is None
+    assert test_stateful.device_settings(budgeted=False, seeded=True).database is None
+    assert test_stateful.device_settings(budgeted=True, seeded=False).database is db
+    assert test_stateful.device_settings(budgeted=True, seeded=True).max_examples == (
+        test_stateful.BATCH)
+    assert test_traffic_stateful.device_settings(seeded=True).database is None
+    assert test_traffic_stateful.device_settings().database is db
