@@ -80,6 +80,7 @@ class SoakRun:
     known: int = 0
     unknown: list[dict[str, Any]] = field(default_factory=list)  # test, rule, count
     replay: str = ""
+    stateful_batches: str = ""  # the batches each stateful test ran (fixtures/budget.py)
     out_dir: str = ""
 
 
@@ -111,9 +112,17 @@ def run_one(target: Target, seed: int, profile: str, extra: list[str], root: Pat
     result = SoakRun(target.name, seed, exit_status=status,
                      wall_seconds=round(time.monotonic() - started, 1), out_dir=str(out_dir))
     summarise(result, out_dir)
-    result.replay = (f"qpconform vm --release {target.release} --driver {target.driver} -- "
-                     + " ".join(pytest_command(target, seed, profile, extra)))
+    result.replay = replay_command(target, seed, profile, extra, result.stateful_batches)
     return result
+
+
+def replay_command(target: Target, seed: int, profile: str, extra: list[str],
+                   batches: str) -> str:
+    """The command that replays one run: its seed and the batches each stateful test ran
+    (the time budget would cut a replay's batches elsewhere: fixtures/seeds.py)."""
+    more = ["--stateful-batches", batches] if batches else []
+    return (f"qpconform vm --release {target.release} --driver {target.driver} -- "
+            + " ".join(pytest_command(target, seed, profile, [*extra, *more])))
 
 
 def summarise(result: SoakRun, out_dir: Path) -> None:
@@ -128,6 +137,7 @@ def summarise(result: SoakRun, out_dir: Path) -> None:
     try:
         report, _, _ = html.write_reports([str(out_dir)], str(out_dir))
         result.verdict = report["verdict"]["text"]
+        result.stateful_batches = report["settings"].get("stateful_batches", "")
     except (OSError, ValueError) as exc:
         result.verdict = f"no report: {exc}"
     try:

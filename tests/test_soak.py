@@ -34,6 +34,15 @@ def test_each_run_is_the_main_job_with_its_seed() -> None:
     assert siw[siw.index("--peer-device") + 1] == "siw1"
 
 
+def test_the_replay_command_names_the_batches_each_stateful_test_ran() -> None:
+    rxe = soak.Target("trixie", "rxe", 1)
+    replay = soak.replay_command(rxe, 7, "default", [], "lone=4,traffic-RC=3")
+    assert replay.startswith("qpconform vm --release trixie --driver rxe -- python3 -m pytest")
+    assert replay.endswith("--hypothesis-seed=7 -n 2 -p no:cacheprovider -q "
+                           "--stateful-batches lone=4,traffic-RC=3")
+    assert "--stateful-batches" not in soak.replay_command(rxe, 7, "default", [], "")
+
+
 def test_the_soak_fails_when_any_run_has_an_unknown_divergence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
