@@ -176,9 +176,10 @@ def _add_soak(subparsers: argparse._SubParsersAction) -> None:
         "after -- are added to each run (e.g. --stateful-budget 300).",
     )
     parser.add_argument(
-        "--target", action="append", type=soak.parse_target, metavar="RELEASE/DRIVER[:RUNS]",
-        help="guest release and driver, and how many seeds (repeatable; default "
-        + ", ".join(soak.DEFAULT_TARGETS) + ")",
+        "--target", action="append", type=soak.parse_target,
+        metavar="RELEASE/DRIVER[:RUNS|@SEEDS]",
+        help="guest release and driver, with how many fresh seeds (:RUNS) or which seeds "
+        "(@S,S...); repeatable; default " + ", ".join(soak.DEFAULT_TARGETS),
     )
     parser.add_argument("--seed", action="append", type=int, default=[],
                         help="run these seeds (repeatable) instead of fresh ones, on every target")

@@ -37,30 +37,41 @@ DEFAULT_TARGETS = ("bookworm/rxe:5", "trixie/rxe:5", "trixie/siw:3")
 
 @dataclass(frozen=True)
 class Target:
-    """One guest release and software driver, run `runs` times."""
+    """One guest release and software driver, run `runs` times with fresh seeds, or once
+    per seed of `seeds` (a replay of seeds found earlier)."""
 
     release: str
     driver: str
     runs: int
+    seeds: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.release}/{self.driver}"
 
 
+_TARGET_FORM = "RELEASE/DRIVER[:RUNS|@SEED,SEED...]"
+
+
 def parse_target(text: str) -> Target:
-    """RELEASE/DRIVER[:RUNS], e.g. trixie/rxe:5; ArgumentTypeError naming the allowed values."""
-    spec, _, count = text.partition(":")
+    """RELEASE/DRIVER[:RUNS] (fresh seeds) or RELEASE/DRIVER@SEED,SEED... (these seeds),
+    e.g. trixie/rxe:5, trixie/rxe@408919583; ArgumentTypeError naming the allowed values."""
+    spec, at, seeds = text.partition("@")
+    spec, _, count = spec.partition(":")
     release, _, driver = spec.partition("/")
     if release not in RELEASES or driver not in DRIVERS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give RELEASE/DRIVER[:RUNS] with RELEASE one of {', '.join(RELEASES)} "
-            f"and DRIVER one of {', '.join(DRIVERS)}, e.g. trixie/rxe:5"
+            f"{text!r}: give {_TARGET_FORM} with RELEASE one of {', '.join(RELEASES)} "
+            f"and DRIVER one of {', '.join(DRIVERS)}, e.g. trixie/rxe:5 or trixie/rxe@408919583"
         )
-    try:
-        runs = int(count) if count else 5
-    except ValueError:
-        runs = 0
+    if at:
+        if count or not all(s.strip().isdigit() for s in seeds.split(",")):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: after @ give whole-number seeds separated by commas ({_TARGET_FORM})"
+            )
+        chosen = tuple(int(s) for s in seeds.split(","))
+        return Target(release, driver, len(chosen), chosen)
+    runs = int(count) if count.isdigit() else 0 if count else 5
     if runs < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: RUNS must be a whole number >= 1")
     return Target(release, driver, runs)
@@ -182,7 +193,9 @@ def main(targets: list[Target], seeds: list[int], profile: str, extra: list[str]
     """Run every target once per seed; write soak.json and the Markdown table."""
     runs: list[SoakRun] = []
     for target in targets:
-        chosen = seeds or [random.SystemRandom().getrandbits(32) for _ in range(target.runs)]
+        chosen = list(target.seeds) or seeds or [
+            random.SystemRandom().getrandbits(32) for _ in range(target.runs)
+        ]
         for seed in chosen:
             print(f"qpconform soak: {target.name} seed {seed} ...", file=sys.stderr, flush=True)
             run = run_one(target, seed, profile, extra, output, timeout)

@@ -15,15 +15,18 @@ from reports.junit import read_junit
 def test_a_target_names_release_driver_and_runs() -> None:
     assert soak.parse_target("trixie/siw:3") == soak.Target("trixie", "siw", 3)
     assert soak.parse_target("bookworm/rxe").runs == 5
+    replay = soak.parse_target("trixie/rxe@408919583,3398264959")
+    assert replay.seeds == (408919583, 3398264959) and replay.runs == 2
 
 
 @pytest.mark.parametrize("bad", ["sid/rxe", "trixie/mlx5", "trixie", "trixie/rxe:0",
-                                 "trixie/rxe:x"])
+                                 "trixie/rxe:x", "trixie/rxe@", "trixie/rxe@1,x",
+                                 "trixie/rxe:2@5"])
 def test_a_bad_target_says_what_is_allowed(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError) as caught:
         soak.parse_target(bad)
     assert bad in str(caught.value)
-    assert "bookworm" in str(caught.value) or "RUNS" in str(caught.value)
+    assert any(w in str(caught.value) for w in ("bookworm", "RUNS", "seeds"))
 
 
 def test_each_run_is_the_main_job_with_its_seed() -> None:
