@@ -122,7 +122,7 @@ def machine_for(qp_type: QPType, make: Callable[[], PairHarness]) -> type[RuleBa
             if self._state(other) in _SENDABLE:
                 self.h.post_send(other)
             self.h.recreate(side)
-            self.h.modify(other, S.RESET)
+            self.h.reset(other)
             self.h.connect()
 
     TrafficMachine.__name__ = f"TrafficMachine{qp_type.name}"

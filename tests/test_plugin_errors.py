@@ -376,6 +376,22 @@ def test_host_tests_need_no_device(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+def test_host_tests_leave_a_device_runs_reports_alone(pytester: pytest.Pytester) -> None:
+    """A session without --device (the self-tests) neither rebuilds nor prints the report
+    of the device run whose records sit in the out dir."""
+    out = pytester.path / "out"
+    first = _run(pytester, "suites", "--device", "rxe0", fake=True, out_dir=out,
+                 suite=RECORDING_SUITE)
+    assert "qpconform verdict" in first.stdout.str()
+    report = out / "report.json"
+    before = sorted(p.name for p in out.iterdir())
+    report.write_text("{}")  # anything the host session rewrote would show
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests")  # same env
+    assert result.ret == pytest.ExitCode.OK
+    assert report.read_text() == "{}" and "report.json" in before
+    assert "qpconform verdict" not in result.stdout.str()
+
+
 def test_device_run_reports_untested_qp_types(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "suites", "--device", "rxe0", fake=True)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()

@@ -19,6 +19,7 @@ from fixtures.plugin import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op, WireSettings
 from qpconform.engine.connect import FAST, HOLD
+from qpconform.engine.device import VerbResult
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.pair import PairHarness
@@ -339,6 +340,33 @@ def test_a_pair_drain_that_never_ends_after_reset_is_followed() -> None:
         Pair("drain_never_ends", K612, QPType.UD, drain_after_reset(False)).run()
     assert caught.value.record.rule_id == "pair.sqd.sq_draining"
     assert caught.value.record.known_quirk is None
+
+
+def test_reset_goes_through_err_when_a_known_refusal_keeps_the_qp_in_sqd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22 (trixie, seed 694344456, replace_peer): the followed drain never ends, rxe
+    refuses SQD->RESET while draining (known); the harness reaches RESET through ERR instead
+    of bringing up a QP still in SQD."""
+    pair = FakePair(QPType.UD, "stale_sq_drain_never_ends", FAST, kernel=K612)
+    h = PairHarness(pair, FAST, quirks=rxe_quirks(K612), sink=None, time_scale=0.01)
+    h.connect()
+    drain_after_reset(True)(h)
+    end, modify = pair.end("a"), pair.end("a").modify
+
+    def refuse_while_draining(attrs, mask):  # rxe: only ERR may leave a running drain
+        qp = pair.model.qp("a")
+        if qp.state == S.SQD and qp.draining and attrs.get("qp_state") != int(S.ERR):
+            return VerbResult(False, 22, "draining")
+        return modify(attrs, mask)
+
+    monkeypatch.setattr(end, "modify", refuse_while_draining)
+    h.destroy("b")  # the machine's replace_peer: a new peer, this end reset, both connected
+    h.recreate("b")
+    h.reset("a")
+    h.connect()
+    assert h.model.qp("a").state == S.RTS == pair.model.qp("a").state
+    assert "rxe.sqd_exit_refused_while_draining" in {d.known_quirk for d in h.known}
 
 
 def test_a_failed_post_flushed_in_err_is_known_when_seen_only_after_the_qp_moved_on() -> None:

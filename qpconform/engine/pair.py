@@ -292,9 +292,19 @@ class PairHarness(Engine):
         for side in SIDES:
             if side in self.model.gone:
                 self.recreate(side)
-            elif self.model.qp(side).state != S.RESET:
-                self.modify(side, S.RESET)
+            else:
+                self.reset(side)
         self._start_over()
+
+    def reset(self, side: str) -> None:
+        """Bring one end to RESET. A refusal a quirk knows (rxe refuses to leave SQD while
+        its drain runs) leaves it where it was: then through ERR, which every state may
+        enter, to RESET."""
+        if self.model.qp(side).state == S.RESET:
+            return
+        if not self.modify(side, S.RESET).accepted and self.model.qp(side).state != S.RESET:
+            self.modify(side, S.ERR)
+            self.modify(side, S.RESET)
 
     # ------------------------------------------------------------------ bring-up
     def bring_up(self, side: str, to: QPState = S.RTS) -> None:
@@ -303,6 +313,9 @@ class PairHarness(Engine):
         psns = self.peer_psns(side)
         while self.model.qp(side).state != to:
             cur = self.model.qp(side).state
+            if cur not in order[: order.index(to)]:
+                raise ValueError(f"bring_up({side!r}): {cur.name} is not on the way to "
+                                 f"{to.name}; reset() the end first")
             nxt = order[order.index(cur) + 1]
             res = self.modify(side, nxt, psns)
             if not res.accepted:
