@@ -191,6 +191,11 @@ def markdown(runs: list[SoakRun], command: str) -> str:
 def main(targets: list[Target], seeds: list[int], profile: str, extra: list[str],
          output: Path, markdown_path: Path | None, timeout: float, command: str) -> int:
     """Run every target once per seed; write soak.json and the Markdown table."""
+    output = (PROJECT / output).resolve()
+    if not output.is_relative_to(PROJECT):
+        print(f"qpconform soak: --output {output} must be inside the project ({PROJECT}): "
+              "the guest sees only the project directory", file=sys.stderr)
+        return 2
     runs: list[SoakRun] = []
     for target in targets:
         chosen = list(target.seeds) or seeds or [

@@ -59,6 +59,7 @@ def test_the_soak_fails_when_any_run_has_an_unknown_divergence(
         return run
 
     monkeypatch.setattr(soak, "run_one", fake_run)
+    monkeypatch.setattr(soak, "PROJECT", tmp_path)
     md = tmp_path / "soak.md"
     status = soak.main([soak.Target("trixie", "rxe", 2)], [1, 2], "default", [], tmp_path, md,
                        60.0, "qpconform soak --seed 1 --seed 2")
@@ -85,3 +86,9 @@ def test_junit_counts_passed_failed_and_skipped(tmp_path: Path) -> None:
     found = read_junit(path)
     assert (found.seconds, found.passed, found.failed) == (3.5, 1, [("a::bad", "boom")])
     assert read_junit(tmp_path / "absent.xml").passed == 0
+
+
+def test_the_output_must_be_where_the_guest_can_write(tmp_path: Path) -> None:
+    status = soak.main([soak.Target("trixie", "rxe", 1)], [1], "default", [], tmp_path / "x",
+                       None, 60.0, "qpconform soak")
+    assert status == 2
