@@ -221,16 +221,20 @@ def test_state_machine_finds_nothing_on_a_clean_fake(qp_type):
 
 
 def test_state_machine_catches_a_planted_fault():
-    from hypothesis import settings
+    """A lost flush is caught by the machine, from a fixed seed. Not derandomize: that
+    seeds from a hash of the test function, so an unrelated edit reshuffled the exploration (a
+    lost flush needs two WRs outstanding at a move to ERR, which about half of the
+    explorations of 200 examples never build)."""
+    from hypothesis import seed, settings
 
     from suites.test_traffic_stateful import machine_for
 
     def make() -> PairHarness:
         return PairHarness(FakePair(QPType.RC, "lost_flush"), sink=None, time_scale=0.01)
 
-    machine = machine_for(QPType.RC, make)
+    machine = seed(0)(machine_for(QPType.RC, make))
     machine.TestCase.settings = settings(
-        max_examples=200, stateful_step_count=30, deadline=None, derandomize=True, database=None
+        max_examples=200, stateful_step_count=30, deadline=None, database=None
     )
     with pytest.raises(DivergenceError):
         machine.TestCase().runTest()

@@ -292,7 +292,7 @@ class PairHarness(Engine):
         for side in SIDES:
             if side in self.model.gone:
                 self.recreate(side)
-            else:
+            elif self.model.qp(side).state != S.RESET:
                 self.reset(side)
         self._start_over()
 
@@ -300,8 +300,6 @@ class PairHarness(Engine):
         """Bring one end to RESET. A refusal a quirk knows (rxe refuses to leave SQD while
         its drain runs) leaves it where it was: then through ERR, which every state may
         enter, to RESET."""
-        if self.model.qp(side).state == S.RESET:
-            return
         if not self.modify(side, S.RESET).accepted and self.model.qp(side).state != S.RESET:
             self.modify(side, S.ERR)
             self.modify(side, S.RESET)
