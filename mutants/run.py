@@ -363,7 +363,7 @@ def score(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def markdown(outcomes: list[Outcome], catalog: list[Mutant]) -> str:
-    """The README table: one row per mutant and release."""
+    """The table of docs/mutants.md: one row per mutant and release."""
     by_id = {m.id: m for m in catalog}
     lines = [
         "| mutant | category | kernel | verdict | caught by (test, rule) | s to fail "

@@ -3,7 +3,7 @@
 Two runs of the lone state machine (the random-driven suite; the traffic machine is
 seeded the same way) in one VM boot, -n 2 as the main job runs them, must give the same
 verdict and the same divergences (`qpconform report --same`). The five-run measurement
-of the whole suite is `scripts/determinism.sh` (README, "Measured here").
+of the whole suite is `scripts/determinism.sh` (docs/measured.md).
 """
 
 from __future__ import annotations
