@@ -17,8 +17,9 @@ import string
 from pathlib import Path
 from typing import Any
 
+from qpconform.engine.records import Divergence, describe_step
 from reports.atomic import write_atomic
-from reports.divergence import OUT_DIR, Divergence, describe_step
+from reports.divergence import OUT_DIR
 
 REPRODUCER_DIR = OUT_DIR / "reproducers"
 QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV": 10}

@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 )
 
 from fixtures.budget import Budget
+from fixtures.environment import current_test
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from models.table import variant
@@ -42,9 +43,10 @@ from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
 from qpconform.engine.quirks import Quirks
+from qpconform.engine.records import Divergence, DivergenceList
 from qpconform.engine.text import C_FIELD_BITS, mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
-from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceList
+from reports.divergence import OUT_DIR, DivergenceFile
 from reports.reproducer import write_reproducer
 from suites.cases import reachable_states
 
@@ -145,8 +147,8 @@ class QPMachine(RuleBasedStateMachine):
             event_window=config.event_window,
             must_wait=config.must_wait,
             sink=sink if sink is not None else DivergenceList(),
-            reproducer_dir=None,
             delivery=config.delivery,
+            test=current_test(),
         )
         self.posts: dict[int, int] = {}
 

@@ -23,7 +23,7 @@ from models.enums import MTU, Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.quirks import Quirk, Quirks
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from suites import steps
@@ -162,8 +162,7 @@ MACHINE_EXAMPLES, MACHINE_STEPS = 80, 10
 def _checker(device: DriverFake, quirks: Quirks | None, variant: str = "linux",
              recorder: RunRecorder | None = None) -> Checker:
     return Checker(device, variant=variant, quirks=quirks, recorder=recorder,
-                   settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                   reproducer_dir=None)
+                   settle_window=0.0, must_wait=0.0, sink=DivergenceList())
 
 
 # ----------------------------------------------------------------------- with the profile

@@ -15,13 +15,9 @@ from models.enums import Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.quirks import Quirks
+from qpconform.engine.records import Divergence, DivergenceList
 from qpconform.engine.text import mask_names
-from reports.divergence import (
-    Divergence,
-    DivergenceList,
-    append_divergence,
-    read_divergences,
-)
+from reports.divergence import append_divergence, read_divergences
 from tests.fake_device import FakeDevice
 
 S = QPState
@@ -60,7 +56,7 @@ class Recorder:
 
 def _checker(device: FakeDevice, **kw: Any) -> Checker:
     kw.setdefault("sink", DivergenceList())
-    return Checker(device, settle_window=0.0, must_wait=0.0, reproducer_dir=None, **kw)
+    return Checker(device, settle_window=0.0, must_wait=0.0, **kw)
 
 
 def _init_to_rts(qp: Any) -> None:
@@ -140,7 +136,7 @@ def test_unknown_divergence_goes_to_the_sink_and_recorder() -> None:
 
 def test_settle_waits_a_bounded_time_for_what_is_due() -> None:
     checker = Checker(FakeDevice(["lost_flush"]), settle_window=0.01, must_wait=0.05,
-                      sink=DivergenceList(), reproducer_dir=None)
+                      sink=DivergenceList())
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(S.INIT)
     qp.post_recv()
@@ -290,7 +286,7 @@ def test_bring_to_routes_around_a_hop_refused_as_a_known_quirk():
     """SQD->RESET and SQD->RTS refused (known): the walk to INIT goes through ERR instead."""
     quirks = Quirks.from_toml(SQD_EXIT_QUIRK)
     chk = Checker(FakeDevice(["refuse_sqd_exit"]), quirks=quirks, sink=DivergenceList(),
-                  reproducer_dir=None, settle_window=0.0, must_wait=0.0)
+                  settle_window=0.0, must_wait=0.0)
     qp = chk.open_qp(QPType.RC)
     qp.bring_to(QPState.SQD)
     qp.bring_to(QPState.INIT)
@@ -301,8 +297,8 @@ def test_bring_to_routes_around_a_hop_refused_as_a_known_quirk():
 
 
 def test_bring_to_fails_on_an_unknown_refusal():
-    chk = Checker(FakeDevice(["refuse_sqd_exit"]), sink=DivergenceList(), reproducer_dir=None,
-                  settle_window=0.0, must_wait=0.0)
+    chk = Checker(FakeDevice(["refuse_sqd_exit"]), sink=DivergenceList(), settle_window=0.0,
+                  must_wait=0.0)
     qp = chk.open_qp(QPType.RC)
     qp.bring_to(QPState.SQD)
     with pytest.raises(DivergenceError, match="SQD->RESET"):
@@ -313,7 +309,7 @@ def test_delivery_delays_are_measured_for_completions_and_events() -> None:
     from qpconform.engine.timing import DeliveryLog
 
     log = DeliveryLog()
-    chk = Checker(FakeDevice(), sink=DivergenceList(), reproducer_dir=None, settle_window=0.0,
+    chk = Checker(FakeDevice(), sink=DivergenceList(), settle_window=0.0,
                   must_wait=0.0, delivery=log)
     qp = chk.open_qp(QPType.RC)
     qp.bring_to(QPState.INIT)
@@ -337,8 +333,7 @@ def test_the_after_context_names_a_modify_into_the_state_the_qp_was_in() -> None
     """RESET->RESET is an entry into RESET for a driver (irdma errors its hardware QP on any
     ->RESET): `after` names it, on a new QP and after an earlier entry, and forgets it once
     the QP enters RESET from elsewhere."""
-    checker = Checker(FakeDevice(), settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                      reproducer_dir=None)
+    checker = Checker(FakeDevice(), settle_window=0.0, must_wait=0.0, sink=DivergenceList())
     qp = checker.open_qp(QPType.RC)
     assert qp.track.context(qp.track.last())["after"] == []
     qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)

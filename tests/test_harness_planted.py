@@ -20,7 +20,8 @@ from hypothesis import settings
 from models.enums import Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
-from reports.divergence import DivergenceList, read_divergences
+from qpconform.engine.records import DivergenceList
+from reports.divergence import read_divergences
 from suites.test_stateful import MachineConfig, machine_settings, run_machine
 from tests.fake_device import FAULTS, LATE, FakeDevice
 from tests.sequences import drain, extra_bit_without_state, init_to_rts
@@ -96,8 +97,7 @@ EXPECTED_KIND = {
 
 
 def _checker(device: FakeDevice) -> Checker:
-    return Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                   reproducer_dir=None)
+    return Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList())
 
 
 def _missing_pkey(qp: CheckedQP) -> None:

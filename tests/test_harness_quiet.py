@@ -10,7 +10,7 @@ import pytest
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from tests.fake_device import LATE, FakeDevice
 from tests.sequences import drain
 
@@ -21,7 +21,7 @@ EVENTS = 0.1
 
 def _checker(device: FakeDevice, must_wait: float = 1.0) -> Checker:
     return Checker(device, settle_window=WINDOW, event_window=EVENTS, must_wait=must_wait,
-                   sink=DivergenceList(), reproducer_dir=None)
+                   sink=DivergenceList())
 
 
 def _timed_settle(checker: Checker) -> float:

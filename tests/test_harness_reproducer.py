@@ -20,7 +20,7 @@ import pytest
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
-from reports.divergence import Divergence, DivergenceList
+from qpconform.engine.records import Divergence, DivergenceList
 from reports.reproducer import render, write_reproducer
 from tests.fake_device import FakeDevice
 
@@ -161,7 +161,7 @@ def _fake_pyverbs(tmp_path: Path) -> Path:
 
 def _diverge(fault: str, qp_type: QPType, run) -> Divergence:
     checker = Checker(FakeDevice([fault]), settle_window=0.0, must_wait=0.0,
-                      sink=DivergenceList(), reproducer_dir=None)
+                      sink=DivergenceList())
     qp = checker.open_qp(qp_type)
     with pytest.raises(DivergenceError) as caught:
         run(qp)

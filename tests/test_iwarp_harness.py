@@ -18,7 +18,7 @@ import pytest
 from models.enums import STATES, Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from reports.html import render_html
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
@@ -42,7 +42,6 @@ def _checker(device: FakeDevice, recorder: RunRecorder | None = None) -> Checker
         settle_window=0.0,
         must_wait=0.0,
         sink=DivergenceList(),
-        reproducer_dir=None,
     )
 
 

@@ -277,7 +277,8 @@ def test_an_out_dir_that_cannot_take_files_is_one_usage_error(
 
 
 RECORDING_SUITE = """
-from reports.divergence import OUT_DIR, Divergence, DivergenceFile
+from qpconform.engine.records import Divergence
+from reports.divergence import OUT_DIR, DivergenceFile
 
 def test_records_a_divergence(run_recorder):
     DivergenceFile(OUT_DIR / "divergences.json").add(Divergence(

@@ -24,7 +24,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.quirks import Quirks
-from reports.divergence import Divergence, DivergenceList
+from qpconform.engine.records import Divergence, DivergenceList
 from tests import sequences
 from tests.fake_device import FakeDevice
 from tests.fake_pair import FakePair
@@ -55,7 +55,7 @@ class Lone:
     def run(self) -> list[Divergence]:
         device = FakeDevice([self.fault], kernel=self.kernel)
         checker = Checker(device, quirks=rxe_quirks(self.kernel), sink=DivergenceList(),
-                          reproducer_dir=None, settle_window=0.0, must_wait=0.0)
+                          settle_window=0.0, must_wait=0.0)
         try:
             self.steps(checker.open_qp(QPType.RC))
             checker.settle()

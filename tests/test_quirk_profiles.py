@@ -22,7 +22,7 @@ from qpconform.engine.quirks import (
     producible_rule_ids,
     unknown_rules,
 )
-from reports.divergence import Divergence
+from qpconform.engine.records import Divergence
 
 PROFILES = sorted(QUIRKS_DIR.glob("*.toml"))
 PREDICTED = ("mlx5", "bnxt_re", "irdma", "efa", "hns")

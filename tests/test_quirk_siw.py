@@ -17,7 +17,7 @@ from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
 from tests.sequences import (
     post_in_idle_then_err,
@@ -47,7 +47,7 @@ def _device(fault: str, kernel: str, accepts_in_err: bool = False) -> FakeDevice
 
 def _checker(device: FakeDevice, quirks: Quirks) -> Checker:
     return Checker(device, variant="iwarp", quirks=quirks, settle_window=0.0, must_wait=0.0,
-                   sink=DivergenceList(), reproducer_dir=None)
+                   sink=DivergenceList())
 
 
 def test_the_6_1_query_bug_is_known_in_every_iwarp_suite_case() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qpconform.engine.quirks import Quirks, version_of
-from reports.divergence import Divergence
+from qpconform.engine.records import Divergence
 
 ENTRY = """
 [[quirk]]

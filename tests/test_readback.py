@@ -10,7 +10,7 @@ from models.enums import Attr, QPState, QPType
 from models.qp import QPModel
 from models.readback import READBACK, READBACK_ROUNDED, Stored, direction
 from qpconform.engine.lone import Checker
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from suites import steps
 from suites.cases import transition_groups
 from tests.fake_device import FakeDevice
@@ -60,8 +60,7 @@ def test_the_model_forgets_on_reset_and_a_refused_modify_changes_nothing() -> No
 )
 def test_the_transition_sweep_catches_a_driver_that_stores_wrongly(fault: str, rule: str) -> None:
     device = FakeDevice([fault])
-    checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                      reproducer_dir=None)
+    checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList())
     failures = []
     for group in transition_groups("linux"):
         if group.qp_type != QPType.RC:
@@ -74,8 +73,7 @@ def test_the_transition_sweep_catches_a_driver_that_stores_wrongly(fault: str, r
     assert failures, "the sweep missed the planted fault"
     assert all(rule in f for f in failures), failures[0]
     clean = FakeDevice()
-    checker = Checker(clean, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                      reproducer_dir=None)
+    checker = Checker(clean, settle_window=0.0, must_wait=0.0, sink=DivergenceList())
     for group in transition_groups("linux"):
         if group.qp_type == QPType.RC:
             steps.run_group(checker, group, lambda qp, case: steps.run_modify_case(qp, clean,

@@ -14,7 +14,7 @@ from models.outcomes import Expectation
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.quirks import Quirks
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from reports.qualification import (
     choice_rows,
     missing_features,
@@ -28,7 +28,7 @@ from tests.fake_device import Behaviour, FakeDevice, FakeQP, Verdict
 def test_a_may_outcome_is_recorded_as_the_devices_choice() -> None:
     recorder = RunRecorder({"device": "fake0"}, {})
     checker = Checker(FakeDevice(), recorder=recorder, settle_window=0.0, must_wait=0.0,
-                      sink=DivergenceList(), reproducer_dir=None)
+                      sink=DivergenceList())
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(QPState.RTR)
     attrs, mask = qp.transition_attrs(QPState.RTS)
@@ -113,7 +113,7 @@ class _ByValue(Behaviour):
 def _wide_timeouts(behaviour: Behaviour, timeouts: list[int], quirks: Quirks | None = None):
     recorder = RunRecorder({"device": "fake0"}, {})
     checker = Checker(FakeDevice(behaviour=behaviour), recorder=recorder, settle_window=0.0,
-                      must_wait=0.0, sink=DivergenceList(), reproducer_dir=None, quirks=quirks)
+                      must_wait=0.0, sink=DivergenceList(), quirks=quirks)
     try:
         for timeout in timeouts:
             qp = checker.open_qp(QPType.RC)

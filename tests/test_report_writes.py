@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from qpconform.engine.records import Divergence
 from reports import atomic
 from reports import cli as report_cli
 from reports.atomic import ReportWriteError, check_writable, write_atomic
 from reports.compare import write_compare
-from reports.divergence import Divergence, append_divergence, read_divergences
+from reports.divergence import append_divergence, read_divergences
 from reports.html import write_reports
 from reports.reproducer import write_reproducer
 from reports.run_record import RunRecorder

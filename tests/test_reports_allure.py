@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from models.sources import Rule, Source
+from qpconform.engine.records import Divergence
 from reports import allure_labels
-from reports.divergence import Divergence
 
 REPO = Path(__file__).resolve().parents[1]
 IDENTITY = {

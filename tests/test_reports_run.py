@@ -451,13 +451,13 @@ def checker_run(out_dir: Path) -> Path:
     """
     from qpconform.engine.judge import DivergenceError
     from qpconform.engine.lone import Checker
-    from reports.divergence import DivergenceList
+    from qpconform.engine.records import DivergenceList
     from tests.fake_device import FakeDevice
 
     device = FakeDevice(faults={"accept_illegal_transition"})
     rec = RunRecorder(device.identity(), settings(["RC", "UC", "UD"]))
     chk = Checker(
-        device, recorder=rec, sink=DivergenceList(), reproducer_dir=None, settle_window=0.0
+        device, recorder=rec, sink=DivergenceList(), settle_window=0.0
     )
     try:
         for qp_type in (QPType.RC, QPType.UC, QPType.UD):

@@ -316,7 +316,7 @@ def test_after_post_path() -> None:
 
 def test_attribute_only_cases_catch_a_driver_that_skips_the_table_without_state() -> None:
     from qpconform.engine.lone import Checker
-    from reports.divergence import DivergenceList
+    from qpconform.engine.records import DivergenceList
     from suites import steps
     from tests.fake_device import FakeDevice
 
@@ -324,8 +324,7 @@ def test_attribute_only_cases_catch_a_driver_that_skips_the_table_without_state(
     assert {g.cur for g in groups} >= {QPState.RESET, QPState.INIT, QPState.RTS, QPState.ERR}
     for faults, caught in (([], False), (["accept_attr_only_modify"], True)):
         device = FakeDevice(faults)
-        checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                          reproducer_dir=None)
+        checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList())
         failed = []
         for group in groups:
             if group.qp_type != QPType.RC:

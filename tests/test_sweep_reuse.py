@@ -8,7 +8,7 @@ import pytest
 
 from models.enums import QPType
 from qpconform.engine.lone import Checker
-from reports.divergence import DivergenceList
+from qpconform.engine.records import DivergenceList
 from suites import steps
 from suites.cases import transition_groups
 from tests.fake_device import FakeDevice
@@ -16,8 +16,7 @@ from tests.fake_device import FakeDevice
 
 def _sweep(device: FakeDevice, reuse: bool, chain: int = steps.REUSE_CHAIN) -> list[str]:
     """The RC transition sweep on `device`; the failure messages of its groups."""
-    checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList(),
-                      reproducer_dir=None)
+    checker = Checker(device, settle_window=0.0, must_wait=0.0, sink=DivergenceList())
     failures = []
     old, steps.REUSE_CHAIN = steps.REUSE_CHAIN, chain
     try:

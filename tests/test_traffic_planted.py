@@ -135,7 +135,7 @@ evidence = ["tests/fake_pair.py event_unasked"]
 
 def test_quirk_makes_a_divergence_known_and_it_is_recorded():
     from qpconform.engine.quirks import Quirks
-    from reports.divergence import DivergenceList
+    from qpconform.engine.records import DivergenceList
     from reports.run_record import RunRecorder
 
     quirks = Quirks.from_toml(_QUIRK, "fake")
@@ -165,7 +165,7 @@ def test_quirk_makes_a_divergence_known_and_it_is_recorded():
 
 
 def test_unknown_divergence_fails_with_the_readable_record():
-    from reports.divergence import DivergenceList
+    from qpconform.engine.records import DivergenceList
 
     sink = DivergenceList()
     h = PairHarness(FakePair(QPType.RC, "lost_flush"), sink=sink, time_scale=0.01)

@@ -11,6 +11,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 completion
     core.py     Engine: tracked QPs, step logs, conclude a verb, poll, bounded
                 waits, missing items, following a quirked device
+    records.py  the engine's records: Divergence, the DivergenceSink a caller passes,
+                DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
     quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
     text.py     the words of every record (masks, errnos, expectations)
@@ -21,5 +23,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; fixtures/ holds the pytest plugin and the pyverbs
-adapters that implement the device protocol.
+adapters that implement the device protocol. The engine imports only models/
+(import-linter checks it: pyproject.toml): it writes no file and reads no
+environment, so where records and reproducers go and which test runs are the
+caller's to pass (fixtures/device_fixtures.py does it for a device run).
 """

@@ -31,13 +31,13 @@ from models.enums import Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import Rule
-from reports.divergence import Divergence
 
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, Observed, VerbResult
-from .judge import DivergenceError, Judge, current_test
+from .judge import DivergenceError, Judge
 from .ledger import QUEUES, Found, Ledger
 from .quirks import Quirk
+from .records import Divergence
 from .text import (
     completion_text,
     describe_expectation,
@@ -306,7 +306,7 @@ class Engine:
         if recorder is None or not hasattr(recorder, "choice"):
             return None
         key = situation(track.qp_type.name, track.steps[idx])
-        where = f"{current_test() or 'this run'}, step {idx + 1}"
+        where = f"{self.judge.test or 'this run'}, step {idx + 1}"
         earlier = recorder.choice(rule.id, chosen, key, where)
         if earlier is None:
             return None

@@ -9,13 +9,15 @@ to defer (events change no state, so the rest of the test still says something).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from collections.abc import Callable
+from os import PathLike
 from typing import Any, Protocol
 
-from reports.divergence import Divergence, DivergenceSink
-
 from .quirks import Quirk, Quirks
+from .records import Divergence, DivergenceSink
+
+#: Writes a divergence's reproducer and returns its path (reports.reproducer.write_reproducer).
+ReproducerWriter = Callable[[Divergence], "str | PathLike[str]"]
 
 
 class StepRecorder(Protocol):
@@ -50,14 +52,13 @@ class DivergenceError(AssertionError):
         return text
 
 
-def current_test() -> str | None:
-    """The running pytest node id, if any."""
-    running = os.environ.get("PYTEST_CURRENT_TEST")
-    return running.rsplit(" ", 1)[0] if running else None
-
-
 class Judge:
-    """Quirks, the divergence sink, the run recorder and the known and deferred lists."""
+    """Quirks, the divergence sink, the run recorder and the known and deferred lists.
+
+    Where records go (`sink`), who writes reproducers (`reproducers`) and which test
+    is running (`test`, named in every record) are the caller's: the engine writes no
+    file and reads no environment.
+    """
 
     def __init__(
         self,
@@ -65,30 +66,30 @@ class Judge:
         sink: DivergenceSink | None,
         recorder: StepRecorder | None = None,
         *,
-        reproducer_dir: Path | None = None,
+        reproducers: ReproducerWriter | None = None,
         defer_events: bool = False,
+        test: str | None = None,
     ) -> None:
         self.quirks = quirks if quirks is not None else Quirks()
         self.sink = sink
         self.recorder = recorder
-        self.reproducer_dir = reproducer_dir
+        self.reproducers = reproducers
         self.defer_events = defer_events
+        self.test = test
         self.known: list[Divergence] = []
         self.deferred: list[Divergence] = []  # unknown event divergences, raised by finish()
 
     def verdict(self, d: Divergence, steps: list[dict[str, Any]]) -> Quirk | None:
         """Record `d`; return its quirk if known, None if deferred; raise if unknown."""
-        d.test = d.test or current_test()
+        d.test = d.test or self.test
         quirk = self.quirks.match(d)
         if quirk is not None:
             d.known_quirk = quirk.id
             self.known.append(d)
             if steps:  # lets a reproducer replay past this step
                 steps[-1].setdefault("known", []).append(quirk.id)
-        elif self.reproducer_dir is not None:
-            from reports.reproducer import write_reproducer
-
-            d.reproducer = str(write_reproducer(d, self.reproducer_dir))
+        elif self.reproducers is not None:
+            d.reproducer = str(self.reproducers(d))
         if self.sink is not None:
             self.sink.add(d)
         if self.recorder is not None:

@@ -20,25 +20,23 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from models import readback, rules
 from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
-from reports.divergence import OUT_DIR, Divergence, DivergenceFile, DivergenceSink
 
 from .core import Engine, Track
 from .device import Completion, Device, QPHandle, QueryResult, VerbResult
-from .judge import Judge, StepRecorder
+from .judge import Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
 from .quirks import Quirks, reads_wrong
+from .records import Divergence, DivergenceSink
 from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 
 S = QPState
-REPRODUCER_DIR = OUT_DIR / "reproducers"
 MUST_WAIT = 2.0
 #: Values for fields a device's valid_attrs() may leave out.
 FALLBACK_ATTRS: dict[str, int] = {
@@ -356,7 +354,12 @@ def _other(name: str, value: int) -> int:
 
 
 class Checker(Engine):
-    """Opens checked QPs on a device and judges every divergence (quirk, or error)."""
+    """Opens checked QPs on a device and judges every divergence (quirk, or error).
+
+    Every record goes to `sink` (None: nowhere) and an unknown one gets a reproducer
+    from `reproducers` (None: none); `test` names the running test in the records. A
+    device run passes the run's file, writer and test (fixtures/device_fixtures.py).
+    """
 
     def __init__(
         self,
@@ -369,19 +372,15 @@ class Checker(Engine):
         event_window: float | None = None,
         must_wait: float = MUST_WAIT,
         sink: DivergenceSink | None = None,
-        reproducer_dir: Path | None = REPRODUCER_DIR,
+        reproducers: ReproducerWriter | None = None,
         delivery: DeliveryLog | None = None,
+        test: str | None = None,
     ) -> None:
         identity = dict(device.identity())
         identity.setdefault("device", device.name)
         identity.setdefault("port", str(device.port))
         identity.setdefault("gid_index", str(device.gid_index))
-        judge = Judge(
-            quirks,
-            sink if sink is not None else DivergenceFile(),
-            recorder,
-            reproducer_dir=reproducer_dir,
-        )
+        judge = Judge(quirks, sink, recorder, reproducers=reproducers, test=test)
         super().__init__(judge, identity, delivery)
         self.device = device
         self.variant = variant

@@ -35,7 +35,6 @@ from models.enums import Attr, EventType, QPState, WCStatus
 from models.outcomes import Expectation
 from models.pair import SIDES, Fault, Op, PairModel, WireSettings, WireStep
 from models.sources import DRIVER, MUST, OPTIONAL, Rule, Source
-from reports.divergence import Divergence, DivergenceFile, DivergenceSink
 
 from .connect import FAST, bring_up_mask
 from .core import Engine, Track
@@ -43,6 +42,7 @@ from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, Ve
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks, reads_wrong
+from .records import Divergence, DivergenceSink
 from .timing import DeliveryLog
 
 S = QPState
@@ -55,7 +55,6 @@ EVENT_WINDOW = 0.03
 _AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.", *iwarp_pair.AUTOMATIC)
 #: How long an iWARP connection may take to end at the peer (TCP close seen, QP flushed).
 IWARP_CLOSE_BOUND = 3.0
-_DEFAULT_SINK: Any = object()  # "reports/out/divergences.json" (None: record nowhere)
 
 UNEXPECTED_COMPLETION = Rule(
     "pair.completion.unexpected",
@@ -129,9 +128,9 @@ class PairHarness(Engine):
     A divergence a quirk covers is recorded as known (`known_quirk`), the harness
     follows the device and the run goes on; any other raises DivergenceError with
     the record's readable report (event divergences are kept for `finish()` when
-    `defer_events`). Every record goes to `sink` (default
-    reports/out/divergences.json) and to the run recorder, which also counts every
-    compared step.
+    `defer_events`). Every record goes to `sink` (None: nowhere; a device run passes
+    the run's divergences file, fixtures/device_fixtures.py) and to the run recorder,
+    which also counts every compared step; `test` names the running test in them.
     """
 
     stray_completion_rule = UNEXPECTED_COMPLETION
@@ -144,19 +143,15 @@ class PairHarness(Engine):
         *,
         quirks: Quirks | None = None,
         recorder: StepRecorder | None = None,
-        sink: DivergenceSink | None = _DEFAULT_SINK,
+        sink: DivergenceSink | None = None,
         time_scale: float | None = None,
         defer_events: bool = False,
         delivery: DeliveryLog | None = None,
         event_window: float | None = None,
         table: str = "linux",
+        test: str | None = None,
     ) -> None:
-        judge = Judge(
-            quirks,
-            DivergenceFile() if sink is _DEFAULT_SINK else sink,
-            recorder,
-            defer_events=defer_events,
-        )
+        judge = Judge(quirks, sink, recorder, defer_events=defer_events, test=test)
         super().__init__(judge, dict(device.identity), delivery)
         self.dev = device
         self.iwarp = table == "iwarp"
