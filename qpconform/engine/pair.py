@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +46,9 @@ from .timing import DeliveryLog
 
 S = QPState
 NO_BITS = Attr(0)
-QUIET_WINDOW = float(os.environ.get("QPCONFORM_QUIET_WINDOW", "0.15"))
+#: Seconds a deliberate quiet window watches (before the time scale); a run may pass another
+#: (QPCONFORM_QUIET_WINDOW, read by fixtures/environment.py).
+QUIET_WINDOW = 0.15
 #: After a move into SQD, ERR or SQE (or out of SQD) the end's next modify waits this long
 #: first, so a late event is judged against the move that raised it (fixtures/windows.toml).
 EVENT_WINDOW = 0.03
@@ -131,6 +132,8 @@ class PairHarness(Engine):
     `defer_events`). Every record goes to `sink` (None: nowhere; a device run passes
     the run's divergences file, fixtures/device_fixtures.py) and to the run recorder,
     which also counts every compared step; `test` names the running test in them.
+    Every wait and window is multiplied by `time_scale` (None: 1); a device run passes
+    the environment's scale and quiet window (fixtures/environment.py).
     """
 
     stray_completion_rule = UNEXPECTED_COMPLETION
@@ -145,6 +148,7 @@ class PairHarness(Engine):
         recorder: StepRecorder | None = None,
         sink: DivergenceSink | None = None,
         time_scale: float | None = None,
+        quiet_window: float = QUIET_WINDOW,
         defer_events: bool = False,
         delivery: DeliveryLog | None = None,
         event_window: float | None = None,
@@ -161,10 +165,10 @@ class PairHarness(Engine):
             else PairModel(device.qp_type, table, settings)
         )
         self.settings = settings
-        scale = time_scale or float(os.environ.get("QPCONFORM_TIME_SCALE", "1"))
+        scale = 1.0 if time_scale is None else time_scale
         bound = max(settings.bound(), IWARP_CLOSE_BOUND) if self.iwarp else settings.bound()
         self.bound = bound * scale
-        self.quiet_window = QUIET_WINDOW * scale
+        self.quiet_window = quiet_window * scale
         self.event_window = (EVENT_WINDOW if event_window is None else event_window) * scale
         self.steps: list[dict[str, Any]] = []  # one log for both ends
         self.ends: dict[str, Track] = {}
