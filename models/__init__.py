@@ -1,7 +1,9 @@
 """Pure-Python reference model of the RDMA Queue Pair state machine.
 
-Nothing here imports pyverbs: the model must be usable (and testable) on a
-host without any RDMA stack. Every rule names its source so reports can cite it.
+Nothing here imports pyverbs, the engine or the reports (import-linter checks it:
+pyproject.toml): the model must be usable (and testable) on a host without any
+RDMA stack. Every rule names its source so reports can cite it, and every rule is
+declared here: models/catalog.py says which rules exist.
 """
 
 from models.enums import MTU, AccessFlag, Attr, EventType, QPState, QPType, WCOpcode, WCStatus

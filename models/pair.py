@@ -143,6 +143,15 @@ COMM_EST_ON_FIRST_PACKET = Rule(
     kind=MAY,
     layer=DRIVER,
 )
+
+#: The rules declared above, by name: models/catalog.py lists the model's rules from these
+#: (tests/test_model_catalog.py checks that none is left out).
+RULES: tuple[Rule, ...] = (
+    SEND_DELIVERED, WRITE_DELIVERED, RC_RNR_EXHAUSTED, RC_RNR_WAITING, RC_RETRY_EXHAUSTED,
+    UNRELIABLE_DROPPED, RC_BAD_RKEY, UC_BAD_RKEY, BAD_LKEY, NO_EVENT_ON_COMPLETION_ERROR,
+    COMM_EST_ON_FIRST_PACKET,
+)
+
 _COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
 
 

@@ -75,6 +75,13 @@ READBACK_ACCESS = Rule(
     kind=MAY,
     layer="driver",
 )
+
+#: The rules declared above, by name: models/catalog.py lists the model's rules from these
+#: (tests/test_model_catalog.py checks that none is left out).
+RULES: tuple[Rule, ...] = (
+    READBACK, READBACK_UNMASKED, READBACK_REFUSED, READBACK_ROUNDED, READBACK_ACCESS,
+)
+
 assert READBACK.layer in LAYERS
 
 #: Fields query_qp reports and the mask bit that sets each (ah_* and alt_* are not compared:

@@ -55,6 +55,13 @@ QKEY_PRIVILEGED = Rule(
     kind=MUST,
     layer=UVERBS,
 )
+
+#: The rules declared above, by name: models/catalog.py lists the model's rules from these
+#: (tests/test_model_catalog.py checks that none is left out).
+RULES: tuple[Rule, ...] = (
+    AV_PORT_AT_RTR, AV_IMPLIES_PORT, PORT_MATCHES_AV, XRC_STRIP, QKEY_PRIVILEGED,
+)
+
 CONTROLLED_QKEY = 0x80000000  # IB_QP_SET_QKEY (include/rdma/ib_mad.h)
 
 #: The errno of each refusal (EINVAL unless named).

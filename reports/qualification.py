@@ -11,25 +11,19 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from models import pair as pair_rules_module
-from models import readback, uverbs
 from models import rules as model_rules_module
-from models.attributes import PSN_MASKED, VALUE_RULES
-from models.enums import STATES, QPState, QPType
-from models.qp import QPModel
+from models.catalog import POST_VERBS, post_expectation, variant_rules
+from models.enums import STATES, QPType
 from models.sources import Rule
 from models.table import variant as table_variant
 from qpconform.engine.choices import inconsistent
 from reports.quirk_matches import quirk_matches, with_provenance
 
-S = QPState
 REPORT_SCHEMA = 1
 REPORT_KIND = "qpconform-report"
-POST_VERBS = ("post_send", "post_recv")
 
 CONFORMANT = "conformant"
 KNOWN = "conformant-with-known-divergences"
@@ -118,80 +112,11 @@ def _name(value: Any) -> str:
     return text.rsplit(".", 1)[-1] if text.startswith(("QPType.", "QPState.")) else text
 
 
-def _post_expectation(qp_type: QPType, verb: str, state: QPState, variant: str) -> Any:
-    """Ask the model what a post in `state` must do (the model put straight into that state)."""
-    model = QPModel(qp_type, variant)
-    model.state = state
-    return model.post_send(1) if verb == "post_send" else model.post_recv(1)
-
-
 def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
-    """Every rule of one model variant that a run on these QP types can exercise (a type
-    the variant does not know, e.g. UD under iwarp, brings only the rule that says so)."""
-    table = table_variant(variant)
-    asked = [QPType[t] for t in qp_types] if qp_types else list(QPType)
-    types = [t for t in asked if t in table.qp_types]
-    found: dict[str, Rule] = {}
-
-    def add(rule: Rule) -> None:
-        found.setdefault(rule.id, rule)
-
-    unknown = [t for t in asked if t not in table.qp_types]
-    if unknown:
-        add(table.invalid_rule(S.RESET, S.INIT, unknown[0]))
-
-    for t in table:
-        if t.qp_type not in types:
-            continue
-        add(t.rule)
-        if t.required:
-            add(
-                replace(
-                    t.rule,
-                    id=f"{t.rule.id}.{model_rules_module.REQUIRED_MISSING}",
-                    summary=f"{t.rule.summary}; refused when a required bit is missing",
-                )
-            )
-        if variant != "iwarp":  # iwarp leaves other bits to the driver (IWARP_IB_ATTRIBUTES)
-            add(
-                replace(
-                    t.rule,
-                    id=f"{t.rule.id}.{model_rules_module.EXTRA_BITS}",
-                    summary=f"{t.rule.summary}; refused when the mask adds other bits",
-                )
-            )
-    for cur in STATES:
-        for nxt in STATES:
-            if any(table.lookup(q, cur, nxt) is None for q in types):
-                add(table.invalid_rule(cur, nxt))
-    for vr in VALUE_RULES:
-        if variant in vr.variants:
-            add(vr.rule)
-    if variant == "linux":
-        add(PSN_MASKED)
-    if variant in ("linux", "iwarp"):  # the uverbs layer is every Linux device's
-        for value in vars(uverbs).values():
-            if isinstance(value, Rule):
-                add(value)
-    for module in (model_rules_module, pair_rules_module, readback):
-        for value in vars(module).values():
-            if isinstance(value, Rule) and _consults(variant, value, module is readback):
-                add(value)
-    for q in types:
-        for verb in POST_VERBS:
-            for state in STATES:
-                add(_post_expectation(q, verb, state, variant).rule)
+    """Every rule of one model variant that a run on these QP types can exercise
+    (models/catalog.py), in the report's order: by section, then by id."""
+    found = variant_rules(variant, qp_types)
     return dict(sorted(found.items(), key=lambda kv: (RULE_GROUPS.index(rule_group(kv[0])), kv[0])))
-
-
-def _consults(variant: str, rule: Rule, readback_rule: bool) -> bool:
-    """Does a variant's model consult a rule its modules define? The iwarp rules belong
-    to iwarp only; iwarp has its own for some InfiniBand ones and reads back no attribute."""
-    if rule.id.startswith("iwarp."):
-        return variant == "iwarp"
-    if variant != "iwarp":
-        return True
-    return not readback_rule and rule.id not in model_rules_module.IWARP_NEVER_CONSULTS
 
 
 def _rule_dict(rule: Rule) -> dict[str, str]:
@@ -315,7 +240,7 @@ def post_matrix(run: Mapping[str, Any], variant: str) -> dict[str, Any]:
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     for verb in POST_VERBS:
         for state in STATES:
-            exp = _post_expectation(QPType.RC, verb, state, variant)
+            exp = post_expectation(QPType.RC, verb, state, variant)
             cells.setdefault(verb, {})[state.name] = {
                 "rule": exp.rule.id,
                 "expect": exp.rule.summary,

@@ -33,7 +33,8 @@ from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
 from models.outcomes import Expectation
 from models.pair import SIDES, Fault, Op, PairModel, WireSettings, WireStep
-from models.sources import DRIVER, MUST, OPTIONAL, Rule, Source
+from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
+from models.sources import Rule
 
 from .connect import FAST, bring_up_mask
 from .core import Engine, Track
@@ -57,40 +58,6 @@ _AUTOMATIC_TRANSITIONS = ("ibta.sqe.", "ibta.err.", *iwarp_pair.AUTOMATIC)
 #: How long an iWARP connection may take to end at the peer (TCP close seen, QP flushed).
 IWARP_CLOSE_BOUND = 3.0
 
-UNEXPECTED_COMPLETION = Rule(
-    "pair.completion.unexpected",
-    "a completion appears only for a WR the model says completes now (each WR once, in order)",
-    Source("IBTA Vol. 1", "ch. 10.8 Work request processing / completion ordering"),
-    kind=MUST,
-    layer=DRIVER,
-)
-UNEXPECTED_EVENT = Rule(
-    "pair.event.unexpected",
-    "only the affiliated async events the spec names for what happened may appear",
-    Source("IBTA Vol. 1", "ch. 11.6.3 Asynchronous events"),
-    kind=MUST,
-    layer=DRIVER,
-)
-STATE_RULE = Rule(
-    "pair.state",
-    "after every step both QPs are in the state the model says",
-    Source("IBTA Vol. 1", "ch. 10.3.1 QP states"),
-    kind=MUST,
-    layer=DRIVER,
-)
-SQ_DRAINING = Rule(
-    "pair.sqd.sq_draining",
-    "in SQD the drain ends (sq_draining 0, SQ_DRAINED if asked) only once every send that was "
-    "started before SQD has completed; query reports sq_draining = 1 until then",
-    Source(
-        "IBTA Vol. 1",
-        "ch. 10.3.1 QP states (SQD: Draining / Drained) and ch. 11.6.3 affiliated events; "
-        "man ibv_query_qp(3): sq_draining",
-        "Send Queue Drained: all outstanding messages have been completed",
-    ),
-    kind=OPTIONAL,
-    layer=DRIVER,
-)
 #: The verb a pair record names, by kind of divergence (outcome: the verb itself).
 _RECORD_VERBS = {
     "status": "completion",
