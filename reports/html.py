@@ -125,6 +125,6 @@ def _not_provoked(v: Mapping[str, Any]) -> str:
 
 def replay_line(report: Mapping[str, Any]) -> str | None:
     """One line for a terminal: the options that replay the run's stateful sequences
-    (fixtures/seeds.py), or None for a record without them."""
+    (reports/replay.py), or None for a record without them."""
     replay = report.get("settings", {}).get("replay")
     return f"qpconform: replay these sequences with: {replay}" if replay else None

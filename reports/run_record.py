@@ -19,6 +19,7 @@ from typing import Any
 from qpconform.engine.choices import ChoiceBook
 from reports.atomic import write_atomic
 from reports.divergence import OUT_DIR
+from reports.replay import describe, part_order, with_batches
 
 SCHEMA = 1
 KIND = "qpconform-run"
@@ -234,24 +235,20 @@ def _one_run(paths: list[Any], runs: list[dict[str, Any]]) -> None:
 
 def _unite_parts(values: Iterable[str], sep: str, between: str) -> str:
     """Lists like "lone=4,traffic-RC=3" (sep ",", between "=") from several workers as
-    one, each part once (the first worker's value), in the order of fixtures/budget.py."""
-    from fixtures.budget import PARTS
-
+    one, each part once (the first worker's value), in the order of PARTS."""
     found: dict[str, str] = {}
     for text in values:
         for item in filter(None, (part.strip() for part in text.split(sep))):
             name, _, value = item.partition(between)
             found.setdefault(name, value)
-    order = sorted(found, key=lambda k: (PARTS.index(k) if k in PARTS else len(PARTS), k))
+    order = sorted(found, key=part_order)
     return sep.join(f"{k}{between}{found[k]}" for k in order)
 
 
 def _unite_stateful(settings: dict[str, Any], runs: list[dict[str, Any]]) -> None:
     """Each xdist worker records only its own stateful tests' batches and spending: the
     merged settings name every test's, and the replay line and seed text say all of them
-    (fixtures/seeds.py). Older records without them are left as they are."""
-    from fixtures import seeds
-
+    (reports/replay.py). Older records without them are left as they are."""
     worker_settings = [r.get("settings", {}) for r in runs]
     for key, sep, between in (("stateful_batches", ",", "="), ("stateful_spent", "; ", ": ")):
         values = [s[key] for s in worker_settings if s.get(key)]
@@ -260,9 +257,9 @@ def _unite_stateful(settings: dict[str, Any], runs: list[dict[str, Any]]) -> Non
     if not settings.get("replay"):
         return
     batches = settings.get("stateful_batches", "")
-    settings["replay"] = seeds.with_batches(settings["replay"], batches)
+    settings["replay"] = with_batches(settings["replay"], batches)
     if settings.get("hypothesis_seed") is not None:
-        settings["seed"] = seeds.describe(
+        settings["seed"] = describe(
             settings["hypothesis_seed"], settings.get("hypothesis_profile", ""), settings["replay"]
         )
 
