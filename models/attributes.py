@@ -441,13 +441,6 @@ def broken_value_rules(
     return broken
 
 
-def value_violations(
-    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: str = "linux"
-) -> list[Rule]:
-    """The rules of `broken_value_rules`."""
-    return [vr.rule for vr in broken_value_rules(attrs, mask, caps, variant)]
-
-
 def rules_for(mask: Attr, variant: str = "linux") -> list[Rule]:
     """Every value rule that a mask brings into play (for coverage)."""
     found = [vr.rule for vr in VALUE_RULES if mask & vr.bit and variant in vr.variants]

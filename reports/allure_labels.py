@@ -37,11 +37,6 @@ _RDMA_CORE = "https://github.com/linux-rdma/rdma-core"
 _device: dict[str, Any] = {}
 
 
-def enabled() -> bool:
-    """Is allure-pytest importable (labels are recorded only when pytest runs with --alluredir)?"""
-    return allure is not None
-
-
 def set_device(identity: Mapping[str, Any]) -> None:
     """Remember the device identity: every later `label_test` adds it as parameters."""
     _device.clear()
