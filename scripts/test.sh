@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The self-tests: lint, then the model and harness tests (no RDMA device needed).
+# The self-tests: lint and the import layers, then the model and harness tests (no RDMA
+# device needed).
 # VM end-to-end tests run too when QPCONFORM_VM_TESTS=1 (CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,5 +9,7 @@ qpconform_bootstrap
 
 echo "== ruff"
 ruff check .
+echo "== import layers (pyproject.toml [tool.importlinter])"
+lint-imports --no-logo
 echo "== self-tests"
 python -m pytest tests/ "$@"
