@@ -234,7 +234,8 @@ def test_state_machine_catches_a_planted_fault():
 
     machine = seed(0)(machine_for(QPType.RC, make))
     machine.TestCase.settings = settings(
-        max_examples=200, stateful_step_count=30, deadline=None, database=None
+        max_examples=200, stateful_step_count=30, deadline=None, database=None,
+        derandomize=False,  # explicit: another test may have loaded the derandomized ci profile
     )
     with pytest.raises(DivergenceError):
         machine.TestCase().runTest()
