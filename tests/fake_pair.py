@@ -39,6 +39,7 @@ FAULTS = (
     # misses after that step: the doorbell runs them with a wrong status, or loses them
     "sqd_rts_no_resume_then_bad_status",
     "sqd_rts_no_resume_then_lost",
+    "sqd_rts_no_resume_then_stays_rts",  # the doorbell runs a bad send; the QP stays RTS
     "drain_early",
     "drain_never_ends",
     "no_access_err_event",
@@ -47,6 +48,7 @@ FAULTS = (
     "stale_sq_after_any_reset",
     # rxe 6.12: after a RESET that discarded sends, the next drain never ends
     "stale_sq_drain_never_ends",
+    "stale_sq_drain_never_ends_lost_flush",  # ... and a later move to ERR loses a flush
     # COMM_EST on the first packet in RTR (mlx5, hfi1, qib), and raising it twice
     "comm_est_first_packet",
     "comm_est_twice",
@@ -117,7 +119,9 @@ class FakeEnd:
             or (fault == "stale_sq_after_sqd_reset" and was == QPState.SQD and held)
         ):
             self.stale = True
-        if fault == "stale_sq_drain_never_ends" and nxt == QPState.RESET and before_sends:
+        if str(fault).startswith("stale_sq_drain_never_ends") and nxt == QPState.RESET and (
+            before_sends
+        ):
             self.stale_drain = True
         if was == QPState.RTS and nxt == QPState.SQD and self.stale_drain:
             self.async_events = [e for e in self.async_events if e != EventType.SQ_DRAINED]
@@ -179,6 +183,8 @@ class FakeEnd:
         waiting, self.waiting = self.waiting, set()
         if self.pair.fault == "sqd_rts_no_resume_then_bad_status":
             self.pair.resumed |= waiting  # _bent gives a resumed send LOC_QP_OP_ERR
+        elif self.pair.fault == "sqd_rts_no_resume_then_stays_rts":
+            self.pair.stuck_in_rts.add(self.side)  # its error completes, the QP stays RTS
         elif self.pair.fault == "sqd_rts_no_resume_then_lost":
             self.pair.model.hold(self.side, sorted(waiting))  # never run, never complete
 
@@ -227,6 +233,7 @@ class FakePair:
         self.settings = settings
         self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel}
         self.resumed: set[int] = set()  # sends SQD->RTS started
+        self.stuck_in_rts: set[str] = set()  # sqd_rts_no_resume_then_stays_rts
         self.model: PairModel = (
             IwarpPairModel(self.qp_type, settings) if iwarp
             else PairModel(self.qp_type, settings=settings)
@@ -271,7 +278,7 @@ class FakePair:
         done = list(exp.completions)
         flushes = [c for c in done if c.status == WCStatus.WR_FLUSH_ERR]
         if exp.verb == "modify" and len(flushes) >= 2:
-            if self.fault == "lost_flush":
+            if self.fault in ("lost_flush", "stale_sq_drain_never_ends_lost_flush"):
                 done.remove(flushes[-1])
             elif self.fault == "flush_out_of_order":
                 same_q = [c for c in flushes if c.queue == flushes[0].queue]
@@ -351,10 +358,15 @@ class FakePair:
         return dataclasses.replace(exp, completions=(bent, *exp.completions[1:]))
 
     def _after_send_error(self, side: str, exp: Expectation) -> None:
-        """send_error_*: a UD/UC QP that the error took to SQE goes to ERR, or stays RTS."""
+        """send_error_*: a UD/UC QP that the error took to SQE goes to ERR, or stays RTS;
+        sqd_rts_no_resume_then_stays_rts: any QP a send error moved stays RTS."""
+        qp = self.model.qp(side)
+        if side in self.stuck_in_rts and exp.rule.id in ("ibta.sqe.enter", "ibta.err.send_error"):
+            self.stuck_in_rts.discard(side)
+            qp.follow(QPState.RTS)
+            return
         if exp.rule.id != "ibta.sqe.enter":
             return
-        qp = self.model.qp(side)
         if self.fault == "send_error_to_err":
             for c in qp.follow(QPState.ERR):
                 self.ends[side].cq.append(_wc(c, self.ends[side].qp_num))

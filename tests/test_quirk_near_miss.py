@@ -264,7 +264,9 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         (Pair("sqd_rts_resume_bad_status", K61, QPType.RC, held_then_rts),
          # after the followed step: the doorbell runs the held send wrongly, or never
          Pair("sqd_rts_no_resume_then_bad_status", K61, QPType.RC, held_then_rts_then_post),
-         Pair("sqd_rts_no_resume_then_lost", K61, QPType.RC, held_then_rts_then_post)),
+         Pair("sqd_rts_no_resume_then_lost", K61, QPType.RC, held_then_rts_then_post),
+         Pair("sqd_rts_no_resume_then_stays_rts", K61, QPType.RC, held_bad_lkey_then_rts,
+              breaks="ibta.err.send_error")),
     ),
     "rxe.sqd_drained_while_rnr_send_outstanding": (
         Pair("drain_early", K61, QPType.RC, rnr_send_then_sqd, HOLD),
@@ -339,6 +341,17 @@ def test_a_pair_drain_that_never_ends_after_reset_is_followed() -> None:
     with pytest.raises(DivergenceError) as caught:
         Pair("drain_never_ends", K612, QPType.UD, drain_after_reset(False)).run()
     assert caught.value.record.rule_id == "pair.sqd.sq_draining"
+    assert caught.value.record.known_quirk is None
+
+    def then_err(h: PairHarness) -> None:  # after the followed drain: SQD->ERR flushes
+        drain_after_reset(True)(h)
+        h.post_recv("a")
+        h.post_recv("a")
+        h.modify("a", S.ERR)
+
+    with pytest.raises(DivergenceError) as caught:  # ... a lost flush is still a divergence
+        Pair("stale_sq_drain_never_ends_lost_flush", K612, QPType.UD, then_err).run()
+    assert caught.value.record.rule_id == "ibta.err.flush"
     assert caught.value.record.known_quirk is None
 
 
