@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from models import pair, pair_checks, readback, rules, uverbs
+from models import iwarp_pair, pair, pair_checks, readback, rules, uverbs
 from models.attributes import PSN_MASKED, VALUE_RULES
 from models.enums import STATES, QPState, QPType
 from models.outcomes import Expectation
@@ -102,11 +102,12 @@ def _consults(variant: str, rule: Rule, readback_rule: bool) -> bool:
 
 def all_rules() -> dict[str, Rule]:
     """Every rule a divergence record can name: the rules of every variant over all QP
-    types, and the pair harness's own checks (models/pair_checks.py)."""
+    types, the pair harness's own checks (models/pair_checks.py) and the iWARP wire's
+    (models/iwarp_pair.py)."""
     found: dict[str, Rule] = {}
     for name in VARIANTS:
         for rule_id, rule in variant_rules(name).items():
             found.setdefault(rule_id, rule)
-    for rule in pair_checks.RULES:
+    for rule in (*pair_checks.RULES, *iwarp_pair.RULES):
         found.setdefault(rule.id, rule)
     return found

@@ -145,6 +145,13 @@ LOCAL_ERROR_EVENT = Rule(
 AUTOMATIC = (CM_ESTABLISHED.id, LLP_CLOSED.id, NO_RECEIVE.id, BAD_STAG.id)
 
 
+
+#: Every rule this module declares (models/catalog.py).
+RULES: tuple[Rule, ...] = (
+    CM_ESTABLISHED, LLP_CLOSED, SEND_DELIVERED, WRITE_DELIVERED, NO_RECEIVE, BAD_STAG,
+    LOCAL_ERROR_EVENT,
+)
+
 class IwarpPairModel(PairModel):
     """Expected behaviour of two iWARP RC QPs and the one connection between them."""
 
