@@ -10,12 +10,13 @@ completion) and the harness must catch it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import BAD_LKEY, Fault, Op, PairModel, WireSettings, WireStep
+from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 
@@ -54,6 +55,8 @@ FAULTS = (
     "comm_est_twice",
     # a CQ smaller than asked: it holds CQ_ROOM unpolled completions, then raises CQ_ERR
     "cq_overrun",
+    # the retry timer fires late (rxe under TCG): RETRY_EXC_ERR comes TIMER_DELAY s after
+    "late_timer",
 )
 #: Faults of an iWARP fake pair (iwarp=True): the peer never sees the connection end, it
 #: sees it but flushes nothing, a SEND with no receive waits (IB's RNR) instead of ending
@@ -69,6 +72,8 @@ IWARP_FAULTS = (
 )
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
+#: late_timer: seconds before a retry-exhausted send completes (and what it flushes).
+TIMER_DELAY = 0.02
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -87,6 +92,7 @@ class FakeEnd:
         self.async_events: list[EventType] = []
         self.stale = False  # stale_sq_*: the next send runs a zeroed slot and fails
         self.waiting: set[int] = set()  # sqd_rts_no_resume*: held sends the doorbell starts
+        self.delayed: list[tuple[float, Completion]] = []  # late_timer: (when, completion)
         self.stale_drain = False  # stale_sq_drain_never_ends: the next drain never ends
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
@@ -194,6 +200,9 @@ class FakeEnd:
         if zombies and self.pair.model.qp(self.side).state == QPState.RTS:
             self.cq += [Completion(w, q, WCStatus.SUCCESS, self.qp_num) for w, q in zombies]
             zombies.clear()
+        now = time.monotonic()
+        self.cq += [c for when, c in self.delayed if when <= now]
+        self.delayed = [(when, c) for when, c in self.delayed if when > now]
         out, self.cq = self.cq, []
         return out
 
@@ -314,7 +323,13 @@ class FakePair:
             for side, exp in step.effects:
                 if side == step.requester:
                     exp = self._bent(step.rule.id, resumed, exp)
+                end = self.ends[side]
+                queued = len(end.cq)
                 self.emit(side, exp)
+                if self.fault == "late_timer" and step.rule is RC_RETRY_EXHAUSTED:
+                    due = time.monotonic() + TIMER_DELAY
+                    end.delayed += [(due, c) for c in end.cq[queued:]]
+                    del end.cq[queued:]
                 self._after_send_error(side, exp)
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error

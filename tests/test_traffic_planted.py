@@ -275,3 +275,19 @@ def test_comm_est_is_not_owed() -> None:
     _first_packet_in_rtr(h)
     h.finish()
     assert [r.rule.id for r in h.ends["b"].ledger.allowed] == ["pair.comm_est.first_packet"]
+
+
+def test_a_timer_decided_completion_gets_the_timer_bound():
+    """RETRY_EXC_ERR comes when rxe's retransmit timer fires, which under TCG was seen more
+    than the usual bound late (trixie soak, seed 1136116765): the pair waits TIMER_BOUND for
+    it (ending as soon as it comes) instead of calling it missing."""
+    from tests.fake_pair import TIMER_DELAY
+
+    h = PairHarness(FakePair(QPType.RC, "late_timer"), sink=None, time_scale=0.01)
+    assert h.bound < TIMER_DELAY < h.timer_bound
+    h.connect()
+    h.destroy("b")
+    h.post_recv("a")
+    h.post_send("a")  # to a peer that is gone: retried until the timer gives up
+    h.quiet(0.01)
+    assert h.model.qp("a").state == QPState.ERR and not h.known
