@@ -69,6 +69,9 @@ IWARP_FAULTS = (
     "siw_bad_lkey", "bad_lkey_to_sqe",
     # siw's RTS->SQE (TERMINATE) flushes nothing of its own; the same on RTS->SQD: near miss
     "sqe_keeps_own_wrs", "sqd_keeps_own_wrs",
+    # siw's user rings: a receive posted in SQD (CLOSING) or SQE (TERMINATE) is accepted and
+    # never flushed; a near miss flushes it with SUCCESS
+    "recv_in_closing_unflushed", "recv_in_closing_wrong_status",
 )
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
@@ -167,8 +170,16 @@ class FakeEnd:
         return self._post(exp)
 
     def post_recv(self, wr_id: int) -> VerbResult:
-        """Post through the fake's model."""
-        return self._post(self.pair.model.post_recv(self.side, wr_id))
+        """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE)."""
+        exp = self.pair.model.post_recv(self.side, wr_id)
+        closing = self.pair.model.qp(self.side).state in (QPState.SQD, QPState.SQE)
+        if not (closing and exp.completions and str(self.pair.fault).startswith("recv_in_clos")):
+            return self._post(exp)
+        self.pair.model.apply(self.side, exp, True)  # accepted: the user ring took it
+        if self.pair.fault == "recv_in_closing_wrong_status":
+            flushed = exp.completions[0]
+            self.cq.append(Completion(flushed.wr_id, "recv", WCStatus.SUCCESS, self.qp_num))
+        return VerbResult(True)  # recv_in_closing_unflushed: never completes
 
     def _post(self, exp: Expectation) -> VerbResult:
         ok = exp.outcome is not Outcome.REFUSE

@@ -126,12 +126,15 @@ def test_err_is_final_is_known_and_a_qp_stuck_elsewhere_is_not() -> None:
     near.close()
 
 
-def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is_not() -> None:
-    checker = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
+@pytest.mark.parametrize("kernel", [K61, K612])  # 6.12: seen by the issue 22 soak
+def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is_not(
+    kernel: str,
+) -> None:
+    checker = _checker(_device("lost_flush", kernel, accepts_in_err=True), _quirks(kernel))
     post_in_idle_then_err(checker.open_qp(QPType.RC), "post_send")
     checker.close()
     assert "siw.send_accepted_in_idle_never_flushed" in {d.known_quirk for d in checker.known}
-    near = _checker(_device("lost_flush", K61, accepts_in_err=True), _quirks(K61))
+    near = _checker(_device("lost_flush", kernel, accepts_in_err=True), _quirks(kernel))
     with pytest.raises(DivergenceError) as caught:
         post_in_idle_then_err(near.open_qp(QPType.RC), "post_recv")
     assert caught.value.record.known_quirk is None
@@ -217,3 +220,30 @@ def test_terminate_keeping_its_receives_is_known_but_a_close_keeping_them_is_not
     assert (caught.value.record.kind, caught.value.record.rule_id) == (
         "missing_completion", "iwarp.err.flush",
     )
+
+
+@pytest.mark.parametrize("how", [S.SQD, S.SQE])
+def test_a_receive_posted_while_closing_and_never_flushed_is_known_a_wrong_status_is_not(
+    how: QPState,
+) -> None:
+    """siw.user_recv_while_closing_never_flushed (issue 22 soak, trixie siw): a receive
+    posted after RTS->SQD (CLOSING) or RTS->SQE (TERMINATE) is never completed; flushed with
+    SUCCESS it is still a divergence."""
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    def closing_then_recv(fault: str) -> PairHarness:
+        pair = FakePair(QPType.RC, fault, iwarp=True)
+        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, table="iwarp")
+        h.connect()
+        h.modify("a", how)
+        h.post_recv("a")
+        h.quiet(0.01)
+        return h
+
+    h = closing_then_recv("recv_in_closing_unflushed")
+    assert {d.known_quirk for d in h.known} == {"siw.user_recv_while_closing_never_flushed"}
+    with pytest.raises(DivergenceError) as caught:
+        closing_then_recv("recv_in_closing_wrong_status")
+    assert caught.value.record.known_quirk is None
+    assert caught.value.record.rule_id == f"iwarp.post_recv.{how.name}"
