@@ -8,6 +8,7 @@ Everything after a bare ``--`` is the subcommand's COMMAND (``args.command``).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -198,11 +199,9 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     from qpconform import soak
 
     targets = args.target or [soak.parse_target(t) for t in soak.DEFAULT_TARGETS]
-    command = "qpconform soak " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["soak"] else (
-        "qpconform soak"
-    )
+    command = shlex.join(["qpconform", *sys.argv[1:]])  # as typed, for the table's header
     return soak.main(targets, args.seed, args.profile, list(args.command), args.output,
-                     args.markdown, args.timeout, command.strip())
+                     args.markdown, args.timeout, command)
 
 
 _SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak]

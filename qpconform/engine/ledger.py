@@ -191,6 +191,10 @@ class Ledger:
             return Finding(Found.DUPLICATE, self.done[wc.wr_id], f"wr {wc.wr_id} completes once")
         return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
 
+    def unrequire(self, event: EventType) -> None:
+        """No `event` is owed any more (a known quirk: the device will not raise it)."""
+        self.required = [r for r in self.required if r.event != event]
+
     def claim(self, event: EventType) -> Required | None:
         """Take one required `event` off the books, if it was required; else one allowed
         `event` (a "may" rule lets it appear once)."""

@@ -445,9 +445,7 @@ class PairHarness(Engine):
         )
         if self.diverge(track, d) is not None:
             mine.early_drain = False
-            track.ledger.required = [
-                r for r in track.ledger.required if r.event != EventType.SQ_DRAINED
-            ]
+            track.ledger.unrequire(EventType.SQ_DRAINED)
             self._follow_drained(side)
 
     # ------------------------------------------------------------------- internals
@@ -595,7 +593,6 @@ class PairHarness(Engine):
         if point is None or not point.booked or lost != point.booked:
             self.desynced = True
             return
-        self._rewind = None
         self.model = point.model
         for s in SIDES:
             track = self.ends[s]
@@ -608,30 +605,18 @@ class PairHarness(Engine):
         self.model.hold(point.side, held)
         self.end_state[point.side].resumed -= set(held)
         self._doorbell.add(point.side)
-        self.steps.append(
-            {
-                "verb": "follow",
-                "side": point.side,
-                "expected": f"SQD->RTS starts {held}",
-                "observed": "not started: they wait for the next post_send (known quirk)",
-            }
-        )
+        self._log_follow(point.side, f"SQD->RTS starts {held}",
+                         "not started: they wait for the next post_send (known quirk)")
 
     def _ring_doorbell(self, side: str) -> None:
-        """An accepted post_send on an end whose held sends wait: its doorbell starts them."""
-        started = self.model.doorbell(side)
-        if not started and self.model.qp(side).state != S.RTS:
+        """An accepted post_send in RTS on an end whose held sends wait: its doorbell
+        starts them (below RTS the post rings nothing, and they wait on)."""
+        if self.model.qp(side).state != S.RTS:
             return
         self._doorbell.discard(side)
+        started = self.model.doorbell(side)
         if started:
-            self.steps.append(
-                {
-                    "verb": "follow",
-                    "side": side,
-                    "expected": "-",
-                    "observed": f"the post's doorbell starts the held sends {started}",
-                }
-            )
+            self._log_follow(side, "-", f"the post's doorbell starts the held sends {started}")
 
     def _follow_draining(self, side: str) -> None:
         """The device still drains where the model's drain is over (known): the model
@@ -639,13 +624,8 @@ class PairHarness(Engine):
         exit while draining) is judged in the state the device is in."""
         track = self.ends[side]
         track.model.draining = True
-        track.ledger.required = [
-            r for r in track.ledger.required if r.event != EventType.SQ_DRAINED
-        ]
-        self.steps.append(
-            {"verb": "follow", "side": side, "expected": "drain over",
-             "observed": "still draining (known quirk): the model drains on"}
-        )
+        track.ledger.unrequire(EventType.SQ_DRAINED)
+        self._log_follow(side, "drain over", "still draining (known quirk): the model drains on")
 
     def _follow_drained(self, side: str) -> None:
         """The device ended the drain early (known): its started sends are held, not done.
@@ -665,11 +645,11 @@ class PairHarness(Engine):
                 peer.due["recv"].remove(p)
                 peer.excused.add(p.completion.wr_id)
         self.desynced = self.desynced or bool(late)
+        self._log_follow(side, "drain over",
+                         f"held {held}, late {[d.completion.wr_id for d in late]}")
+
+    def _log_follow(self, side: str, expected: str, observed: str) -> None:
+        """A step in the log saying how the model followed the device."""
         self.steps.append(
-            {
-                "verb": "follow",
-                "side": side,
-                "expected": "drain over",
-                "observed": f"held {held}, late {[d.completion.wr_id for d in late]}",
-            }
+            {"verb": "follow", "side": side, "expected": expected, "observed": observed}
         )
