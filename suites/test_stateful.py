@@ -36,6 +36,7 @@ from hypothesis.stateful import (
 
 from fixtures.budget import Budget
 from fixtures.environment import current_test
+from fixtures.stops import deliver_pending
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from models.table import variant
@@ -295,6 +296,7 @@ class QPMachine(RuleBasedStateMachine):
     @invariant()
     def device_agrees(self) -> None:
         """Completions and events settle as the model says; every QP is in the model's state."""
+        deliver_pending()  # a Ctrl-C or time bound a gc callback swallowed stops here
         self.checker.settle()
         for qp in self.checker.qps:
             qp.check_state(unless_read=True)

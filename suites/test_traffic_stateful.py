@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from fixtures.stops import deliver_pending
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from models.table import variant
@@ -60,6 +61,7 @@ class PairMachine(RuleBasedStateMachine):
 
     @invariant()
     def states_match(self) -> None:
+        deliver_pending()  # a Ctrl-C or time bound a gc callback swallowed stops here
         if hasattr(self, "h"):
             for side in ("a", "b"):
                 self.h.query(side)

@@ -513,6 +513,103 @@ def test_a_test_that_did_not_finish_makes_the_verdict_incomplete(
     result.stdout.fnmatch_lines(["*INCOMPLETE*test_hangs*"])
 
 
+STATEFUL_PAST_ITS_BOUND = """
+import signal
+
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
+
+EXAMPLES = []
+
+
+class Few(RuleBasedStateMachine):
+    \"\"\"Two choices a step: after a few examples every first step is one Hypothesis has
+    seen go on, so an example cut short there stops where an earlier one drew more.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        EXAMPLES.append(self)
+        self.steps = 0
+
+    @rule(value=st.sampled_from([1, 2]))
+    def step(self, value):
+        self.steps += 1
+        if len(EXAMPLES) > 30 and self.steps == 1:  # the bound runs out here, as SIGALRM would
+            signal.getsignal(signal.SIGALRM)(signal.SIGALRM, None)
+
+
+def test_stateful_runs_past_its_bound(run_recorder):
+    Few.TestCase.settings = settings(max_examples=1000, deadline=None, database=None,
+                                     stateful_step_count=5)
+    Few.TestCase().runTest()
+
+def test_after(run_recorder):
+    run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
+"""
+
+
+def test_a_stateful_test_past_its_bound_is_timed_out_not_flaky(pytester: pytest.Pytester) -> None:
+    """The time bound inside a stateful test, in a step whose draws an earlier example went
+    past: a timeout, never FlakyStrategyDefinition (seen in CI), and the run goes on."""
+    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    result = _run(pytester, "suites", "--device", "rxe0", "--timeout=60", fake=True,
+                  suite=STATEFUL_PAST_ITS_BOUND, conftest=present)
+    result.assert_outcomes(passed=1, failed=1)
+    assert "SuiteTestTimedOut: Timeout (>60.0s)" in result.stdout.str()
+    assert "Flaky" not in result.stdout.str()
+
+
+SWALLOWED_STOP = """
+import gc
+import signal
+
+import pytest
+
+
+def _stop_inside_a_gc_callback(signum):
+    \"\"\"Run the signal's handler where the interpreter would: inside a gc callback, whose
+    exception Python prints as "Exception ignored" and drops.\"\"\"
+    handler = signal.getsignal(signum)
+
+    def callback(phase, info):
+        gc.callbacks.remove(callback)
+        handler(signum, None)
+
+    gc.callbacks.append(callback)
+    gc.collect()
+
+
+def test_stopped(run_recorder):
+    {arm}
+    _stop_inside_a_gc_callback(signal.{signal})
+    run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
+
+def test_after(run_recorder):
+    run_recorder.step("RC", "modify", "RESET", "INIT", ["r.x"], "match")
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupt", "timeout"])
+def test_a_stop_a_gc_callback_swallowed_is_still_delivered(
+    pytester: pytest.Pytester, how: str
+) -> None:
+    """Ctrl-C (or the time bound) that lands in a gc callback is not lost (seen in CI: the
+    interrupted run passed): Ctrl-C ends the run, the bound fails its test."""
+    arm = "signal.signal(signal.SIGALRM, signal.getsignal(signal.SIGALRM))"
+    suite = SWALLOWED_STOP.format(arm=arm, signal="SIGINT" if how == "interrupt" else "SIGALRM")
+    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    result = _run(pytester, "suites", "--device", "rxe0", "--timeout=60", fake=True, suite=suite,
+                  conftest=present)
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert report["verdict"]["code"] == "incomplete", report["verdict"]
+    if how == "interrupt":
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+        assert "test_after" not in result.stdout.str()
+    else:
+        result.assert_outcomes(passed=1, failed=1)
+        assert "SuiteTestTimedOut: Timeout (>60.0s)" in result.stdout.str()
+
+
 def test_a_test_that_failed_on_a_divergence_did_finish(pytester: pytest.Pytester) -> None:
     """A sweep that fails with "N of M cases diverged" (pytest.fail) or an assertion ran to
     its end: its verdict comes from its divergences, not "incomplete"."""
