@@ -42,9 +42,10 @@ def _add_report(subparsers: argparse._SubParsersAction) -> None:
 def _add_bench(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="checked steps/s of the stateful machine vs the fake device and a plain loop",
-        description="Measure, in one run: the stateful machine on the device, the same machine "
-        "on the self-tests' fake device (the harness's cost) and a plain pyverbs modify loop. "
+        help="checked steps/s of the stateful machine (device and harness shares), a plain loop",
+        description="Measure, in one run: the stateful machine on the device (the time a step "
+        "spends inside device verbs, and the rest: the harness's cost) and a plain pyverbs "
+        "modify loop. "
         "Without an RDMA device: qpconform vm -- python3 -m qpconform bench --device rxe0",
     )
     parser.add_argument("--device", required=True, help="RDMA device name, e.g. rxe0")
@@ -69,8 +70,8 @@ def _positive(text: str) -> float:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fixtures import bench
-    from fixtures import pyverbs_compat as pc
+    from qpconform import bench
+    from qpconform.adapters import pyverbs_compat as pc
     from reports.atomic import ReportWriteError
 
     try:

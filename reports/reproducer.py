@@ -19,7 +19,7 @@ from typing import Any
 
 from qpconform.engine.records import Divergence, describe_step
 from reports.atomic import write_atomic
-from reports.divergence import OUT_DIR
+from reports.divergence import OUT_DIR, DivergenceFile
 
 REPRODUCER_DIR = OUT_DIR / "reproducers"
 QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV": 10}
@@ -366,3 +366,21 @@ def render(d: Divergence) -> str:
 def write_reproducer(d: Divergence, out_dir: str | os.PathLike[str] = REPRODUCER_DIR) -> Path:
     """Write out_dir/<divergence id>.py (executable) and return its path."""
     return write_atomic(Path(out_dir) / f"{d.id}.py", render(d), mode=0o755)
+
+
+class DivergenceKeeper:
+    """Where a machine run's divergences go (`run_machine(keep=...)`): each appended to
+    out_dir/divergences.json and handed to the run recorder; the minimal unknown one
+    first gets its reproducer script under out_dir/reproducers."""
+
+    def __init__(self, out_dir: Path = OUT_DIR, recorder: Any = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.store = DivergenceFile(self.out_dir / "divergences.json")
+        self.recorder = recorder
+
+    def __call__(self, record: Divergence, minimal: bool) -> None:
+        if minimal:
+            record.reproducer = str(write_reproducer(record, self.out_dir / "reproducers"))
+        self.store.add(record)
+        if self.recorder is not None:
+            self.recorder.divergence(record)

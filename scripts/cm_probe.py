@@ -24,8 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fixtures import leaks
-from fixtures.cm_connect import INIT_MASK, CMEnd, CMPair, _own_qp, connect_pair
 from models.enums import Attr, QPState
+from qpconform.adapters.cm_connect import INIT_MASK, CMEnd, CMPair, _own_qp, connect_pair
 
 RECORD: list[dict[str, Any]] = []
 SETTLE = 1.0  # how long the peer gets to notice a change (TCG is slow)
@@ -96,9 +96,9 @@ def lone_qp(dev: str) -> None:
 
 def harness_bring_up(dev: str) -> None:
     """The project's own device adapter: does it open the device and bring an RC QP up?"""
-    from fixtures.pyverbs_compat import error_code
-    from fixtures.pyverbs_device import open_device
     from models.enums import QPType
+    from qpconform.adapters.pyverbs_compat import error_code
+    from qpconform.adapters.pyverbs_device import open_device
     from qpconform.engine.connect import FAST, bring_up_mask, connect_values
 
     try:

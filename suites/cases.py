@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from models.attributes import PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, AccessFlag, Attr, QPState, QPType
+from models.reach import reachable_states
 from models.table import TransitionTable, variant
 
 S = QPState
@@ -139,18 +140,6 @@ def resolve(name: str, value: int | Bound, caps: DeviceCaps) -> int:
 
 
 # ------------------------------------------------------------------------- helpers
-def reachable_states(table: TransitionTable, qp_type: QPType) -> list[QPState]:
-    """States a modify walk from RESET can reach, in ABI order (iwarp: not RTS and what
-    follows it, which only a connection reaches)."""
-    seen, todo = {S.RESET}, [S.RESET]
-    while todo:
-        for nxt in table.moves_to(qp_type, todo.pop()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return [s for s in STATES if s in seen]
-
-
 def _pair_id(qp_type: QPType, cur: QPState, nxt: QPState) -> str:
     return f"{qp_type.name}-{cur.name}-{nxt.name}"
 

@@ -15,10 +15,11 @@ import pytest
 
 from models.attributes import DeviceCaps
 from models.enums import QPState, QPType
+from models.reach import reachable_states
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker, Unreachable
-from suites.cases import Case, Group
+from suites.cases import Case, Group, after_post_path
 
 
 # ------------------------------------------------------------------ parametrisation
@@ -89,6 +90,17 @@ def run_modify_case(qp: CheckedQP, device: Device, case: Case) -> None:
 #: At most this many cases share one QP (the chain's reproducer replays them all), and the
 #: next one starts on a fresh QP: every chain is also a sample of fresh-QP behaviour.
 REUSE_CHAIN = int(os.environ.get("QPCONFORM_REUSE_CHAIN", "8"))
+
+
+def run_post_case(qp: CheckedQP, case: Case) -> None:
+    """The post of `case` in case.cur, then on to RTS (where a modify reaches it) and ERR:
+    a refused WR must never complete, an accepted one must be flushed."""
+    bring_to(qp, case.cur)
+    getattr(qp, case.kind)()  # post_send / post_recv: the checker picks the wr_id
+    qp.settle()
+    for nxt in after_post_path(case.cur, reachable_states(qp.model.table, qp.qp_type)):
+        step_to(qp, nxt)
+    qp.settle()
 
 
 def run_group(

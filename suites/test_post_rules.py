@@ -11,24 +11,15 @@ import pytest
 
 from models.enums import QPType
 from qpconform.engine.device import Device
-from qpconform.engine.lone import CheckedQP, Checker
+from qpconform.engine.lone import Checker
 from suites import steps
-from suites.cases import Case, Group, after_post_path, post_groups, reachable_states
+from suites.cases import Group, post_groups
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One test per (QP type, state, verb), for the session's model variant."""
     if "group" in metafunc.fixturenames:
         steps.parametrize(metafunc, "group", post_groups(steps.collection_variant(metafunc.config)))
-
-
-def _post_and_follow(qp: CheckedQP, case: Case) -> None:
-    steps.bring_to(qp, case.cur)
-    getattr(qp, case.kind)()  # post_send / post_recv: the checker picks the wr_id
-    qp.settle()
-    for nxt in after_post_path(case.cur, reachable_states(qp.model.table, qp.qp_type)):
-        steps.step_to(qp, nxt)
-    qp.settle()
 
 
 def test_post(
@@ -41,4 +32,4 @@ def test_post(
 ) -> None:
     """A post in group.cur is accepted or refused as the model says, and its WR's fate too."""
     steps.check_session(group, qp_types, variant, steps.collection_variant(request.config))
-    steps.run_group(checker, group, _post_and_follow)
+    steps.run_group(checker, group, steps.run_post_case)

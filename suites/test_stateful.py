@@ -1,412 +1,28 @@
 """Random verb sequences on real QPs, every step compared with the model (Hypothesis stateful).
 
-QPMachine drives up to a few QPs through modify (legal and illegal targets,
-mask shapes, valid and boundary values), query, post_recv, post_send (only
-where no WR can reach the wire: states the model refuses it in, SQE and ERR;
-a lone QP has no peer), destroy and re-create. The checker raises
-DivergenceError on any unknown divergence; Hypothesis then shrinks the
-sequence, and the error of the minimal sequence gets a reproducer script.
-
-Steps per example (stateful_step_count) and examples (max_examples) come from
-the loaded Hypothesis profile (fixtures/plugin.py registers them;
---hypothesis-profile NAME picks one).
+The machine is qpconform/machines/lone.py (QPMachine); this file runs it on the
+selected device under the run's budget, seeds and quirks, and keeps what it finds
+(divergences.json, a reproducer for the minimal unknown sequence, the run record).
+Steps per example and examples come from the loaded Hypothesis profile
+(fixtures/plugin.py registers them; --hypothesis-profile NAME picks one).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, seed, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    consumes,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
 
 from fixtures.budget import Budget
 from fixtures.environment import current_test
-from fixtures.stops import deliver_pending
-from models.attributes import DeviceCaps
-from models.enums import STATES, Attr, QPState, QPType
-from models.table import variant
 from qpconform.engine.device import Device, UnsupportedQPType
-from qpconform.engine.judge import DivergenceError, StepRecorder
-from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
+from qpconform.engine.judge import StepRecorder
 from qpconform.engine.quirks import Quirks
-from qpconform.engine.records import Divergence, DivergenceList
-from qpconform.engine.text import C_FIELD_BITS, mask_fields
 from qpconform.engine.timing import DeliveryLog, Windows
-from reports.divergence import OUT_DIR, DivergenceFile
-from reports.reproducer import write_reproducer
-from suites.cases import reachable_states
-
-S = QPState
-
-#: Every defined mask bit, plus two the kernel does not define (must be EOPNOTSUPP).
-ALL_BITS: tuple[int, ...] = (*(int(b) for b in Attr), 1 << 21, 1 << 26)
-START_STATES = (S.RESET, S.INIT, S.RTR, S.RTS)
-BATCH = 10  # examples per batch when a time budget is spent
-SHAPES = ("exact", "optional", "missing", "extra", "cur_right", "cur_wrong", "no_state")
-
-
-def boundary_values(field: str, caps: DeviceCaps) -> list[int]:
-    """Edge values of a field, valid and just out of range (models.attributes rules)."""
-    ports = [caps.phys_port_cnt, 0, caps.phys_port_cnt + 1]
-    psn = [0xFFFFFF, 0x1000000, 0xFFFFFFFF]
-    values = {
-        "port_num": ports,
-        "ah_port_num": ports,
-        "alt_port_num": ports,
-        "pkey_index": [caps.pkey_tbl_len - 1, caps.pkey_tbl_len],
-        # in-range GID entries may be empty: only the first index past the table is tried
-        "ah_sgid_index": [caps.gid_tbl_len],
-        "path_mtu": [1, int(caps.max_mtu), int(caps.active_mtu), 0, int(caps.max_mtu) + 1],
-        "timeout": [0, 31, 32, 255],
-        "alt_timeout": [0, 31, 32],
-        "retry_cnt": [0, 7, 8],
-        "rnr_retry": [0, 7, 8],
-        "min_rnr_timer": [0, 31, 32],
-        "sq_psn": psn,
-        "rq_psn": psn,
-        "dest_qp_num": [0xFFFFFF, 0x1000000],
-        "max_rd_atomic": [0, caps.max_qp_init_rd_atom, caps.max_qp_init_rd_atom + 1],
-        "max_dest_rd_atomic": [0, caps.max_qp_rd_atom, caps.max_qp_rd_atom + 1],
-        "qp_access_flags": [0, 15, 16],
-        "qkey": [0, 0x80000000, 0xFFFFFFFF],
-        "en_sqd_async_notify": [0, 1],
-        "path_mig_state": [0, 1, 2],
-    }.get(field, [])
-    return [v for v in values if 0 <= v < 1 << C_FIELD_BITS.get(field, 32)]
-
-
-@dataclass(frozen=True)
-class MachineConfig:
-    """Bounds of one run: live QPs, WRs per QP (below the adapter's queue depth), timing."""
-
-    max_qps: int = 3
-    max_posts: int = 8
-    settle_window: float = 0.05
-    event_window: float | None = None  # None: settle_window
-    must_wait: float = MUST_WAIT
-    delivery: DeliveryLog | None = None  # where delivery delays are measured (a shared log)
-
-
-class _StepsOnly:
-    """Forwards steps to a run recorder; divergences are reported once, after shrinking."""
-
-    def __init__(self, recorder: StepRecorder) -> None:
-        self._recorder = recorder
-
-    def step(self, *args: Any) -> None:
-        self._recorder.step(*args)
-
-    def divergence(self, d: Any) -> None:
-        pass
-
-    def choice(self, *args: Any) -> Any:
-        if hasattr(self._recorder, "choice"):
-            return self._recorder.choice(*args)
-        return None
-
-
-class QPMachine(RuleBasedStateMachine):
-    """Random sequences of verbs on up to config.max_qps QPs, all checked."""
-
-    qps = Bundle("qps")
-
-    def __init__(
-        self,
-        device: Device,
-        qp_types: Sequence[Any],
-        variant: str = "linux",
-        quirks: Quirks | None = None,
-        config: MachineConfig = MachineConfig(),
-        sink: DivergenceList | None = None,
-        recorder: StepRecorder | None = None,
-    ) -> None:
-        super().__init__()
-        self.device = device
-        self.types = list(qp_types)
-        self.config = config
-        self.checker = Checker(
-            device,
-            variant,
-            quirks,
-            _StepsOnly(recorder) if recorder else None,
-            config.settle_window,
-            event_window=config.event_window,
-            must_wait=config.must_wait,
-            sink=sink if sink is not None else DivergenceList(),
-            delivery=config.delivery,
-            test=current_test(),
-        )
-        self.posts: dict[int, int] = {}
-
-    # ------------------------------------------------------------------ QP lifetime
-    def _open(self, data: st.DataObject) -> CheckedQP:
-        """A new QP, brought up to a drawn start state (RESET when shrunk)."""
-        qp_type = data.draw(st.sampled_from(self.types), label="qp_type")
-        starts = [s for s in START_STATES if s in self._reachable(qp_type)]
-        start = data.draw(st.sampled_from(starts), label="start")
-        qp = self.checker.open_qp(qp_type)
-        self.posts[qp.qp_num] = 0
-        qp.bring_to(start)
-        return qp
-
-    def _reachable(self, qp_type: QPType) -> list[QPState]:
-        """States a modify walk reaches for this type (iwarp: not RTS, a connection's)."""
-        return reachable_states(variant(self.checker.variant), qp_type)
-
-    @initialize(target=qps, data=st.data())
-    def first_qp(self, data: st.DataObject) -> CheckedQP:
-        return self._open(data)
-
-    @precondition(lambda self: len(self.checker.qps) < self.config.max_qps)
-    @rule(target=qps, data=st.data())
-    def create(self, data: st.DataObject) -> CheckedQP:
-        return self._open(data)
-
-    @rule(qp=consumes(qps))
-    def destroy(self, qp: CheckedQP) -> None:
-        qp.destroy()
-
-    # ----------------------------------------------------------------------- modify
-    @rule(qp=qps, data=st.data())
-    def modify_legal(self, qp: CheckedQP, data: st.DataObject) -> None:
-        """A legal target with a mask shape: exact, +optional, -1 required, +extra, CUR_STATE."""
-        targets = qp.model.table.targets(qp.qp_type, qp.model.state)
-        nxt = data.draw(st.sampled_from(targets), label="target")
-        entry = qp.model.table.lookup(qp.qp_type, qp.model.state, nxt)
-        assert entry is not None
-        shape = data.draw(st.sampled_from(SHAPES), label="shape")
-        mask = Attr(entry.required | Attr.STATE)
-        optional = [b for b in Attr if b & entry.optional and b != Attr.CUR_STATE]
-        cur = qp.model.state
-        if shape in ("optional", "no_state") and optional:
-            mask |= _bits(data.draw(st.sets(st.sampled_from(optional)), label="optional"))
-        if shape == "no_state":
-            mask &= ~Attr.STATE
-        elif shape == "missing" and entry.required:
-            bits = [b for b in Attr if b & entry.required]
-            mask &= ~data.draw(st.sampled_from(bits), label="drop")
-        elif shape == "extra":
-            extra = [b for b in ALL_BITS if not b & int(entry.allowed)]
-            mask = Attr(int(mask) | data.draw(st.sampled_from(extra), label="extra"))
-        elif shape in ("cur_right", "cur_wrong"):
-            mask |= Attr.CUR_STATE
-            if shape == "cur_wrong":
-                cur = data.draw(st.sampled_from([s for s in STATES if s != cur]), label="cur")
-        self._modify(qp, nxt, mask, data, cur)
-
-    @rule(qp=qps, data=st.data())
-    def modify_illegal(self, qp: CheckedQP, data: st.DataObject) -> None:
-        """A target the table does not allow (or no state at all), with a random mask."""
-        legal = qp.model.table.targets(qp.qp_type, qp.model.state)
-        illegal = [s for s in STATES if s not in legal] + [S.UNKNOWN, 8]
-        nxt = data.draw(st.sampled_from(illegal), label="target")
-        bits = data.draw(st.sets(st.sampled_from(ALL_BITS), max_size=6), label="bits")
-        self._modify(qp, nxt, Attr(sum(bits) | Attr.STATE), data, qp.model.state)
-
-    @rule(qp=qps, state=st.sampled_from([S.INIT, S.RTR, S.RTS, S.SQD, S.ERR, S.RESET]))
-    def bring_to(self, qp: CheckedQP, state: QPState) -> None:
-        """The legal bring-up path to a state (valid attributes, exactly-required masks);
-        nothing when no modify walk gets there (iwarp: RTS and beyond)."""
-        if state in self._reachable(qp.qp_type):
-            with contextlib.suppress(Unreachable):  # a known quirk holds the QP (siw: ERR)
-                qp.bring_to(state)
-
-    @rule(qp=qps, notify=st.booleans())
-    def drain(self, qp: CheckedQP, notify: bool) -> None:
-        """RTS->SQD with or without EN_SQD_ASYNC_NOTIFY: SQ_DRAINED iff asked for (nothing
-        when a modify walk cannot reach RTS: iwarp)."""
-        if S.RTS not in self._reachable(qp.qp_type):
-            return
-        try:
-            qp.bring_to(S.RTS)
-        except Unreachable:  # a known quirk holds the QP (irdma: no RESET->INIT after RESET)
-            return
-        mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-        attrs = qp.attrs_for(mask, S.SQD)
-        attrs["en_sqd_async_notify"] = int(notify)
-        qp.modify(attrs, mask)
-
-    def _modify(
-        self, qp: CheckedQP, nxt: int, mask: Attr, data: st.DataObject, cur: QPState
-    ) -> None:
-        attrs = qp.attrs_for(Attr(sum(ALL_BITS) & ~(1 << 21) & ~(1 << 26)))
-        attrs["qp_state"], attrs["cur_qp_state"] = int(nxt), int(cur)
-        if Attr.EN_SQD_ASYNC_NOTIFY in mask:
-            attrs["en_sqd_async_notify"] = int(data.draw(st.booleans(), label="notify"))
-        fields = [
-            f
-            for f in attrs
-            if f not in ("qp_state", "cur_qp_state")
-            and _in_mask(f, mask)
-            and boundary_values(f, self.device.caps)
-        ]
-        if fields and data.draw(st.booleans(), label="boundary"):
-            field = data.draw(st.sampled_from(fields), label="field")
-            values = boundary_values(field, self.device.caps)
-            attrs[field] = data.draw(st.sampled_from(values), label=field)
-        style = data.draw(st.sampled_from(UNMASKED_STYLES), label="unmasked")
-        qp.modify(qp.with_unmasked(attrs, mask, style), mask)
-
-    # ------------------------------------------------------------------ other verbs
-    @rule(qp=qps)
-    def query(self, qp: CheckedQP) -> None:
-        qp.query()
-
-    @rule(qp=qps, count=st.integers(1, 3))
-    def post_recv(self, qp: CheckedQP, count: int) -> None:
-        """Receive WRs are safe in any state: nothing arrives on a lone QP."""
-        for _ in range(min(count, self.config.max_posts - self.posts[qp.qp_num])):
-            self.posts[qp.qp_num] += 1
-            qp.post_recv()
-
-    def _sendable(self) -> list[CheckedQP]:
-        """QPs where a send cannot reach the wire (refused, or flushed in SQE/ERR)."""
-        return [
-            q
-            for q in self.checker.qps
-            if q.model.state in (S.RESET, S.INIT, S.RTR, S.SQE, S.ERR)
-            and self.posts[q.qp_num] < self.config.max_posts
-        ]
-
-    @precondition(lambda self: bool(self._sendable()))
-    @rule(data=st.data(), count=st.integers(1, 3))
-    def post_send(self, data: st.DataObject, count: int) -> None:
-        """Send WRs only where the model refuses them or flushes them (SQE, ERR)."""
-        qp = data.draw(st.sampled_from(self._sendable()), label="qp")
-        for _ in range(min(count, self.config.max_posts - self.posts[qp.qp_num])):
-            self.posts[qp.qp_num] += 1
-            qp.post_send()
-
-    # ------------------------------------------------------------------- invariants
-    @invariant()
-    def device_agrees(self) -> None:
-        """Completions and events settle as the model says; every QP is in the model's state."""
-        deliver_pending()  # a Ctrl-C or time bound a gc callback swallowed stops here
-        self.checker.settle()
-        for qp in self.checker.qps:
-            qp.check_state(unless_read=True)
-
-    def teardown(self) -> None:
-        """Wait out the example's open quiet windows, then destroy its QPs.
-
-        Skipped once a divergence was raised: the model may be off, and the error being
-        shrunk must not be replaced by a consequence of it.
-        """
-        try:
-            if not self.checker.diverged:
-                self.checker.serve()
-        finally:
-            self.checker.close()
-
-
-def _bits(bits: Any) -> Attr:
-    return Attr(sum(int(b) for b in bits))
-
-
-def _in_mask(field: str, mask: Attr) -> bool:
-    return field in mask_fields(int(mask))
-
-
-def machine_settings(**overrides: Any) -> settings:
-    """The loaded profile, without deadline or explain phase, one bug per run."""
-    parent = settings()
-    values: dict[str, Any] = {
-        "deadline": None,
-        # the explain phase traces every line of replays: minutes on a device, no gain here
-        "phases": [p for p in parent.phases if p != Phase.explain],
-        "report_multiple_bugs": False,
-        "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
-    }
-    values.update(overrides)
-    return settings(parent, **values)
-
-
-def device_settings(budgeted: bool, seeded: bool) -> settings:
-    """The lone machine's settings on a device: batches of BATCH examples under a time
-    budget (else one batch of the profile's count).
-
-    A run with a seed uses no example database: Hypothesis would first replay the
-    examples earlier runs saved in .hypothesis/ (Phase.reuse), so the same seed would
-    run other sequences on another machine or another day. The seed alone decides them
-    (fixtures/seeds.py), which is what makes its replay line exact.
-    """
-    overrides: dict[str, Any] = {}
-    if budgeted:
-        overrides["max_examples"] = BATCH
-    if seeded:
-        overrides["database"] = None
-    return machine_settings(**overrides)
-
-
-def _run_seeded(example_seed: int | None, factory: Any, **kwargs: Any) -> None:
-    """run_state_machine_as_test, from example_seed when one is given."""
-    if example_seed is not None:
-        factory = seed(example_seed)(factory)
-    run_state_machine_as_test(factory, **kwargs)
-
-
-def run_machine(
-    device: Device,
-    qp_types: Sequence[Any],
-    variant: str = "linux",
-    quirks: Quirks | None = None,
-    *,
-    config: MachineConfig = MachineConfig(),
-    hypothesis_settings: settings | None = None,
-    recorder: StepRecorder | None = None,
-    out_dir: Path = OUT_DIR,
-    example_seed: int | None = None,
-) -> list[Divergence]:
-    """Run QPMachine; returns the known divergences (one per kind).
-
-    example_seed fixes the random examples (fixtures/seeds.py); None leaves them to
-    the profile (derandomized, or Hypothesis' own fresh seed).
-
-    On an unknown divergence the minimal example's DivergenceError is re-raised
-    with a reproducer script written for its steps (path in the message).
-    Records go to out_dir/divergences.json and to the run recorder.
-    """
-    sink = DivergenceList(only_known=True)  # unknown ones of unshrunk examples are dropped
-    types = [t for t in qp_types if t in device.supported_qp_types()]
-    if not types:
-        raise UnsupportedQPType("none of the selected QP types is supported by the device")
-    store = DivergenceFile(out_dir / "divergences.json")
-
-    def keep(d: Divergence) -> None:
-        store.add(d)
-        if recorder is not None:
-            recorder.divergence(d)
-
-    try:
-        _run_seeded(
-            example_seed,
-            lambda: QPMachine(device, types, variant, quirks, config, sink, recorder),
-            settings=hypothesis_settings or machine_settings(),
-        )
-    except DivergenceError as exc:
-        exc.record.reproducer = str(write_reproducer(exc.record, out_dir / "reproducers"))
-        keep(exc.record)
-        raise
-    finally:
-        known = sink.distinct()
-        for d in known:
-            keep(d)
-    return known
+from qpconform.machines.lone import MachineConfig, device_settings, run_machine
+from reports.divergence import OUT_DIR
+from reports.reproducer import DivergenceKeeper
 
 
 class _CountingRecorder:
@@ -431,7 +47,7 @@ class _CountingRecorder:
 
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:
     """Steps/s of the checked machine next to a plain pyverbs modify loop, in the same run."""
-    from fixtures.bench import modify_rate
+    from qpconform.bench import modify_rate
 
     checked = steps / elapsed if elapsed > 0 else 0.0
     plain = modify_rate(device.name, 2.0, device.port)
@@ -457,20 +73,21 @@ def test_qp_state_machine(
 ) -> None:
     """Random verb sequences on the selected QP types match the model step by step.
 
-    With a budget, batches of BATCH examples run until the lone machine's share is spent
+    With a budget, batches of lone.BATCH examples run until the lone machine's share is spent
     (or exactly as many as --stateful-batches says: fixtures/budget.py).
     """
     counter = _CountingRecorder(run_recorder)
     config = MachineConfig(
         settle_window=windows.quiet, event_window=windows.event_window,
-        must_wait=windows.must_wait, delivery=delivery_log,
+        must_wait=windows.must_wait, delivery=delivery_log, test=current_test(),
     )
+    keep = DivergenceKeeper(OUT_DIR, counter)
     budgeted = stateful_budget.share("lone") is not None
     batch = device_settings(budgeted, seeded=run_seed is not None)
 
     def run_batch() -> int:
         run_machine(device, qp_types, variant, quirks, config=config, recorder=counter,
-                    hypothesis_settings=batch, example_seed=next(batch_seeds))
+                    keep=keep, hypothesis_settings=batch, example_seed=next(batch_seeds))
         return batch.max_examples
 
     try:

@@ -80,7 +80,6 @@ def run_suites(
     test would); a group the suite test would skip is counted as skipped."""
     from suites import steps
     from suites.cases import attribute_groups, post_groups, transition_groups
-    from suites.test_post_rules import _post_and_follow
 
     def modify_case(qp: CheckedQP, case: Any) -> None:
         steps.run_modify_case(qp, device, case)
@@ -91,7 +90,7 @@ def run_suites(
                   *post_groups(variant, types)]:
         if group.skip is not None:
             continue
-        body = _post_and_follow if group.feature == "post rules" else modify_case
+        body = steps.run_post_case if group.feature == "post rules" else modify_case
         try:
             steps.run_group(checker, group, body, device.caps)
         except pytest.skip.Exception as skipped:
@@ -118,11 +117,12 @@ def run_stateful(
     """The stateful machine on `qp_types` under `variant`, no quiet windows (a fake device),
     derandomized; `hypothesis` settings (max_examples, stateful_step_count...) on top.
     Returns the known divergences (one per kind); raises on an unknown one."""
-    from suites.test_stateful import MachineConfig, machine_settings, run_machine
+    from qpconform.machines.lone import MachineConfig, machine_settings, run_machine
+    from reports.reproducer import DivergenceKeeper
 
     return run_machine(
         device, list(qp_types), variant, quirks,
-        config=MachineConfig(settle_window=0.0, must_wait=0.0), out_dir=out_dir,
+        config=MachineConfig(settle_window=0.0, must_wait=0.0), keep=DivergenceKeeper(out_dir),
         hypothesis_settings=machine_settings(derandomize=True, database=None, **hypothesis),
     )
 

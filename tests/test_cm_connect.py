@@ -1,4 +1,4 @@
-"""fixtures/cm_connect.py without a device: the bounded CM waits and the release order.
+"""qpconform/adapters/cm_connect.py without a device: the bounded CM waits and the release order.
 
 The connection itself needs siw and rdma_cm: tests/test_vm_cm.py does it in the VM.
 """
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from fixtures import cm_connect as cm
-from fixtures.resources import ResourceStack
+from qpconform.adapters import cm_connect as cm
+from qpconform.adapters.resources import ResourceStack
 
 
 class FakeEvent:

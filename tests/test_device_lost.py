@@ -11,10 +11,10 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from fixtures import identity
 from fixtures import plugin as qpc_plugin
-from fixtures.pyverbs_device import PyverbsDevice, _Probe
 from models.enums import QPType
+from qpconform.adapters import identity
+from qpconform.adapters.pyverbs_device import PyverbsDevice, _Probe
 from qpconform.engine.device import DeviceLost, UnsupportedQPType
 from reports.html import verdict_line
 from reports.qualification import INCOMPLETE, build_report, verdict

@@ -7,8 +7,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from fixtures import pyverbs_device as pd
 from models.enums import QPState, WCStatus
+from qpconform.adapters import pyverbs_device as pd
 
 
 class FloodingCQ:

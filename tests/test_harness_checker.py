@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from fixtures.identity import driver_family
 from fixtures.plugin import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
+from qpconform.adapters.identity import driver_family
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.quirks import Quirks

@@ -21,8 +21,9 @@ from models.enums import Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.records import DivergenceList
+from qpconform.machines.lone import MachineConfig, machine_settings, run_machine
 from reports.divergence import read_divergences
-from suites.test_stateful import MachineConfig, machine_settings, run_machine
+from reports.reproducer import DivergenceKeeper
 from tests.fake_device import FAULTS, LATE, FakeDevice
 from tests.sequences import drain, extra_bit_without_state, init_to_rts
 
@@ -227,7 +228,7 @@ def test_machine_finds_and_shrinks(fault: str, tmp_path: Path) -> None:
     device = FakeDevice([fault])
     with pytest.raises(DivergenceError) as caught:
         run_machine(device, TYPES, config=CONFIG.get(fault, FAST),
-                    hypothesis_settings=_planted_settings(), out_dir=tmp_path)
+                    hypothesis_settings=_planted_settings(), keep=DivergenceKeeper(tmp_path))
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
     assert record.kind == EXPECTED_KIND[fault]
@@ -249,7 +250,7 @@ def test_machine_finds_and_shrinks(fault: str, tmp_path: Path) -> None:
 def test_clean_device_passes_machine(tmp_path: Path) -> None:
     device = FakeDevice()
     known = run_machine(
-        device, TYPES, config=FAST, out_dir=tmp_path,
+        device, TYPES, config=FAST, keep=DivergenceKeeper(tmp_path),
         hypothesis_settings=machine_settings(
             max_examples=150, stateful_step_count=8, derandomize=True, database=None
         ),

@@ -133,7 +133,7 @@ def test_an_ib_fault_name_is_refused_for_an_iwarp_fake():
 def _machine(fault: str | None):
     from hypothesis import settings
 
-    from suites.test_traffic_stateful import iwarp_machine_for
+    from qpconform.machines.pair import iwarp_machine_for
 
     def make() -> PairHarness:
         return PairHarness(

@@ -97,7 +97,7 @@ def test_the_report_shows_a_leak():
 
 
 def test_librdmacm_context_is_allowed_once_and_only_on_a_device_it_used(monkeypatch) -> None:
-    from fixtures import cm_connect
+    from qpconform.adapters import cm_connect
 
     monkeypatch.setattr(cm_connect, "_CM_DEVICES", {"siw0"})
     before = {"ctx": 0, "qp": 0}

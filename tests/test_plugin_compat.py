@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fixtures import pyverbs_compat as pc
-from fixtures.identity import driver_family
+from qpconform.adapters import pyverbs_compat as pc
+from qpconform.adapters.identity import driver_family
 from qpconform.engine.device import UsageError
 
 _MODULES = ("device", "pd", "cq", "mr", "qp", "addr", "wr", "pyverbs_error")

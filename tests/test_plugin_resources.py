@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.resources import CloseErrors, ResourceStack
+from qpconform.adapters.resources import CloseErrors, ResourceStack
 
 
 class Fake:

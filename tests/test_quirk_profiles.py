@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.identity import driver_family
 from fixtures.plugin import QUIRKS_DIR, family_quirks_file
+from qpconform.adapters.identity import driver_family
 from qpconform.engine.quirks import (
     FEATURES,
     PROVENANCES,

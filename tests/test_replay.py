@@ -31,10 +31,10 @@ import os
 
 import pytest
 
-import fixtures.bench
+import qpconform.bench
 from reports.run_record import RunRecorder
 
-fixtures.bench.modify_rate = lambda *args: 1.0  # no pyverbs modify loop on the fake
+qpconform.bench.modify_rate = lambda *args: 1.0  # no pyverbs modify loop on the fake
 _step = RunRecorder.step
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from fixtures import seeds
 from models.enums import QPType
-from suites.test_stateful import MachineConfig, machine_settings, run_machine
+from qpconform.machines.lone import MachineConfig, machine_settings, run_machine
+from reports.reproducer import DivergenceKeeper
 from tests.fake_device import FakeDevice
 
 TYPES = [QPType.RC, QPType.UC, QPType.UD]
@@ -39,8 +40,9 @@ def _random_settings() -> Any:
 
 def _run(example_seed: int | None, tmp_path: Path) -> list[tuple[Any, ...]]:
     steps = _Steps()
-    run_machine(FakeDevice(), TYPES, config=FAST, recorder=steps, out_dir=tmp_path,
-                hypothesis_settings=_random_settings(), example_seed=example_seed)
+    run_machine(FakeDevice(), TYPES, config=FAST, recorder=steps,
+                keep=DivergenceKeeper(tmp_path, steps), hypothesis_settings=_random_settings(),
+                example_seed=example_seed)
     return steps.seen
 
 
@@ -115,13 +117,13 @@ def profile_with_a_database() -> Iterator[Any]:
 
 def test_a_seeded_run_uses_no_example_database(profile_with_a_database: Any) -> None:
     """Phase.reuse would replay examples an earlier run saved: the seed alone must decide."""
-    from suites import test_stateful, test_traffic_stateful
+    from qpconform.machines import lone
+    from suites import test_traffic_stateful
 
     db = profile_with_a_database
-    assert test_stateful.device_settings(budgeted=True, seeded=True).database is None
-    assert test_stateful.device_settings(budgeted=False, seeded=True).database is None
-    assert test_stateful.device_settings(budgeted=True, seeded=False).database is db
-    assert test_stateful.device_settings(budgeted=True, seeded=True).max_examples == (
-        test_stateful.BATCH)
+    assert lone.device_settings(budgeted=True, seeded=True).database is None
+    assert lone.device_settings(budgeted=False, seeded=True).database is None
+    assert lone.device_settings(budgeted=True, seeded=False).database is db
+    assert lone.device_settings(budgeted=True, seeded=True).max_examples == lone.BATCH
     assert test_traffic_stateful.device_settings(seeded=True).database is None
     assert test_traffic_stateful.device_settings().database is db

@@ -8,9 +8,9 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from fixtures import inflight
 from fixtures import plugin as qpc_plugin
 from fixtures.budget import Budget
+from qpconform.adapters import inflight
 
 pytest_plugins = ["pytester"]
 
@@ -101,7 +101,7 @@ def test_a_hung_verb_is_named_in_the_failure(pytester):
     pytester.makepyfile(
         test_hang=textwrap.dedent("""
         import time
-        from fixtures import inflight
+        from qpconform.adapters import inflight
 
         def test_hangs_in_modify():
             with inflight.calling("ibv_modify_qp on RC#1"):

@@ -210,7 +210,7 @@ def test_unknown_fault_name_is_refused():
 def test_state_machine_finds_nothing_on_a_clean_fake(qp_type):
     from hypothesis import settings
 
-    from suites.test_traffic_stateful import machine_for
+    from qpconform.machines.pair import machine_for
 
     def make() -> PairHarness:
         return PairHarness(FakePair(qp_type), sink=None, time_scale=0.01)
@@ -227,7 +227,7 @@ def test_state_machine_catches_a_planted_fault():
     explorations of 200 examples never build)."""
     from hypothesis import seed, settings
 
-    from suites.test_traffic_stateful import machine_for
+    from qpconform.machines.pair import machine_for
 
     def make() -> PairHarness:
         return PairHarness(FakePair(QPType.RC, "lost_flush"), sink=None, time_scale=0.01)

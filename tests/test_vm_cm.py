@@ -1,11 +1,11 @@
 """End to end: two of our own RC QPs connected over iWARP through rdma_cm, on siw in the VM
 (slow; QPCONFORM_VM_TESTS=1).
 
-fixtures/cm_connect.py connects a QP on siw0 (192.0.2.1) to one on siw1 (192.0.2.2):
+qpconform/adapters/cm_connect.py connects a QP on siw0 (192.0.2.1) to one on siw1 (192.0.2.2):
 both reach RTS and a SEND with a posted receive completes and delivers its bytes.
 Closing the pair releases every cm_id, QP, CQ, MR and PD, and so does a connection
 that fails half way (the passive address belongs to the other device). link_qps
-does the same for two QPs of the device adapter (fixtures/pyverbs_device.py), the
+does the same for two QPs of the device adapter (qpconform/adapters/pyverbs_device.py), the
 ones the traffic harness drives.
 
 RTS is what ibv_query_qp says on Linux 6.12. Linux 6.1's siw_query_qp leaves
@@ -33,7 +33,7 @@ import sys
 import time
 
 from fixtures import leaks
-from fixtures.cm_connect import CMEnd, CMError, _own_qp, connect_pair
+from qpconform.adapters.cm_connect import CMEnd, CMError, _own_qp, connect_pair
 
 DEVICES = ("siw0", "siw1")
 
@@ -60,8 +60,8 @@ with connect_pair("siw0", "192.0.2.1", "siw1", "192.0.2.2", timeout=20) as pair:
 result["closed"] = counts()
 
 # the device adapter's own QPs (what PyverbsPair uses), connected by link_qps
-from fixtures.cm_connect import link_qps
-from fixtures.pyverbs_device import open_device
+from qpconform.adapters.cm_connect import link_qps
+from qpconform.adapters.pyverbs_device import open_device
 from models.enums import Attr, QPState, QPType
 
 devices = [open_device(d) for d in DEVICES]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import identity
 from qpconform import cli
+from qpconform.adapters import identity
 from vm import buildenv, driver_setup, drivers, runner
 
 DEVICES_SH = Path(driver_setup.__file__).with_name("guest_devices.sh")

@@ -1,0 +1,187 @@
+"""The traffic state machines: a connected pair, traffic, modifies and injected faults.
+
+Every rule is one verb through the engine's PairHarness, which after each step
+compares both ends' completions (order, status, exactly once, never for discarded
+WRs), async events and states with models/pair.py; a divergence a quirk covers is
+known (the harness follows the device), any other raises DivergenceError with its
+record. `machine_for` builds the InfiniBand machine of a QP type, `iwarp_machine_for`
+the iWARP one (rdma_cm connections); both over pairs from a `make` callable (a real
+device's adapter, or the self-tests' fake pair).
+
+Sends are not posted in RESET/INIT/RTR here (rxe keeps a refused send in its ring,
+a known deviation checked by the transition suites, not by this machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from models.enums import Attr, QPState, QPType
+from models.pair import Fault, Op
+from models.table import variant
+from qpconform.engine.pair import PairHarness
+from qpconform.machines.stops import deliver_pending
+
+S = QPState
+SIDES = st.sampled_from(["a", "b"])
+#: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer.
+FAULTS = frozenset({"bad_lkey", "bad_rkey", "peer"})
+_TABLE = variant("linux")
+_SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
+
+
+class PairMachine(RuleBasedStateMachine):
+    """What both traffic machines share: a pair from `make_pair`, connected first; receives
+    posted on either side; both states compared after every step; a quiet window and the
+    pair's release at the end of each example."""
+
+    make_pair: Callable[[], PairHarness]
+
+    @initialize()
+    def connect(self) -> None:
+        self.h = self.make_pair()
+        self.h.connect()
+
+    def _state(self, side: str) -> QPState:
+        if self.h.desynced:  # a known divergence left WRs the model cannot place
+            self.h.resync()
+        return self.h.model.qp(side).state
+
+    @rule(side=SIDES)
+    def post_recv(self, side: str) -> None:
+        self._state(side)
+        self.h.post_recv(side)
+
+    @invariant()
+    def states_match(self) -> None:
+        deliver_pending()  # a Ctrl-C or time bound a gc callback swallowed stops here
+        if hasattr(self, "h"):
+            for side in ("a", "b"):
+                self.h.query(side)
+
+    def teardown(self) -> None:
+        if hasattr(self, "h"):
+            try:
+                self.h.quiet()
+            finally:
+                self.h.close()
+
+
+def machine_for(
+    qp_type: QPType, make: Callable[[], PairHarness], faults: Collection[str] = FAULTS
+) -> type[RuleBasedStateMachine]:
+    """A state machine class over pairs built by `make` (real device or fake), injecting
+    the named `faults` (a subset of FAULTS)."""
+
+    class TrafficMachine(PairMachine):
+        make_pair = staticmethod(make)
+
+        @rule(side=SIDES, data=st.data())
+        def post_send(self, side: str, data: st.DataObject) -> None:
+            if self._state(side) not in _SENDABLE:
+                return
+            op = Op.SEND
+            if qp_type != QPType.UD and data.draw(st.booleans(), label="rdma_write"):
+                op = Op.RDMA_WRITE
+            self.h.post_send(side, op)
+
+        @rule(side=SIDES, data=st.data())
+        def modify(self, side: str, data: st.DataObject) -> None:
+            targets = _TABLE.targets(qp_type, self._state(side))
+            nxt = data.draw(st.sampled_from(targets), label="target")
+            extra: dict[str, int] = {}
+            if nxt == S.SQD and self._state(side) == S.RTS:
+                notify = data.draw(st.booleans(), label="notify")
+                extra = {"en_sqd_async_notify": int(notify)}
+            psns = self.h.peer_psns(side) if nxt in (S.RTR, S.RTS) else {}
+
+            bit = Attr.EN_SQD_ASYNC_NOTIFY if extra else Attr(0)
+            self.h.modify(side, nxt, {**psns, **extra}, bit)
+
+        @precondition(lambda self: "bad_lkey" in faults)
+        @rule(side=SIDES)
+        def send_bad_lkey(self, side: str) -> None:
+            if self._state(side) in _SENDABLE:
+                self.h.post_send(side, fault=Fault.BAD_LKEY)
+
+        @precondition(lambda self: "bad_rkey" in faults and qp_type != QPType.UD)
+        @rule(side=SIDES)
+        def write_bad_rkey(self, side: str) -> None:
+            if self._state(side) in _SENDABLE:
+                self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+
+        @precondition(lambda self: "peer" in faults)
+        @rule(side=SIDES)
+        def replace_peer(self, side: str) -> None:
+            """Destroy one end, let the other send into the void, then rebuild both."""
+            other = "b" if side == "a" else "a"
+            self._state(side)
+            self.h.destroy(side)
+            if self._state(other) in _SENDABLE:
+                self.h.post_send(other)
+            self.h.recreate(side)
+            self.h.reset(other)
+            self.h.connect()
+
+    TrafficMachine.__name__ = f"TrafficMachine{qp_type.name}"
+    return TrafficMachine
+
+
+def iwarp_machine_for(
+    make: Callable[[], PairHarness], faults: Collection[str] = FAULTS
+) -> type[RuleBasedStateMachine]:
+    """The machine over an iWARP pair (one RC connection made through rdma_cm).
+
+    Only what an iWARP connection has: traffic both ways, a SEND meeting no receive or a
+    WRITE with a bad STag (Terminate: the connection ends), a modify to ERR, SQD (CLOSING)
+    or SQE (TERMINATE) (the peer enters ERR), a destroyed peer; then a new connection on
+    two new QPs (an iWARP QP is never reused). No modify back to RTS (only the connection
+    manager gets there).
+    """
+
+    class IwarpTrafficMachine(PairMachine):
+        make_pair = staticmethod(make)
+
+        @rule(side=SIDES, write=st.booleans())
+        def post_send(self, side: str, write: bool) -> None:
+            if self._state(side) in (S.RTS, S.ERR):
+                self.h.post_send(side, Op.RDMA_WRITE if write else Op.SEND)
+
+        @rule(side=SIDES)
+        def modify_to_err(self, side: str) -> None:
+            if self._state(side) == S.RTS:
+                self.h.modify(side, S.ERR)
+
+        @rule(side=SIDES, how=st.sampled_from([S.SQD, S.SQE]))
+        def close(self, side: str, how: QPState) -> None:
+            """A graceful close (SQD: iWARP's CLOSING) or a Terminate (SQE): the connection
+            ends, the peer enters ERR."""
+            if self._state(side) == S.RTS:
+                self.h.modify(side, how)
+
+        @precondition(lambda self: "bad_rkey" in faults)
+        @rule(side=SIDES)
+        def write_bad_rkey(self, side: str) -> None:
+            if self._state(side) == S.RTS:
+                self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+
+        @precondition(lambda self: "peer" in faults)
+        @rule(side=SIDES)
+        def destroy_peer(self, side: str) -> None:
+            """Destroy one end; the other sees the connection end, and sends into ERR."""
+            other = "b" if side == "a" else "a"
+            self._state(side)
+            self.h.destroy(side)
+            self.h.post_send(other)
+            self.h.reconnect()
+
+        @rule()
+        def reconnect(self) -> None:
+            """Two new QPs and a new connection, once the old one has ended."""
+            if any(self._state(s) != S.RTS for s in ("a", "b")):
+                self.h.reconnect()
+
+    return IwarpTrafficMachine
