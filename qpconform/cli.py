@@ -3,6 +3,8 @@
 Add a subcommand by writing ``_add_NAME(subparsers)`` that sets
 ``func=_cmd_NAME`` and listing it in ``_SUBCOMMANDS``.
 Everything after a bare ``--`` is the subcommand's COMMAND (``args.command``).
+Each subcommand imports its job inside its functions: `qpconform vm --help` starts
+fast and runs on a host without pyverbs or an RDMA stack.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports import html
+from reports.divergence import read_divergences
+from reports.junit import read_junit
+
 PROJECT = Path(__file__).resolve().parent.parent
 DRIVERS = ("rxe", "siw")
 RELEASES = ("bookworm", "trixie")
@@ -138,10 +142,6 @@ def replay_command(target: Target, seed: int, profile: str, extra: list[str],
 
 def summarise(result: SoakRun, out_dir: Path) -> None:
     """Verdict, test counts and unknown divergences of one run, from its records."""
-    from reports import html
-    from reports.divergence import read_divergences
-    from reports.junit import read_junit
-
     junit = read_junit(out_dir / "junit.xml")
     failed = junit.failed
     result.failed, result.passed = len(failed), junit.passed

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qpconform.engine.choices import ChoiceBook
+from qpconform.engine.timing import DeliveryLog
 from reports.atomic import write_atomic
 from reports.divergence import OUT_DIR
 from reports.replay import describe, part_order, with_batches
@@ -324,8 +325,6 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         settings["qp_types"] = qp_types
     _unite_stateful(settings, runs)
     if delivery:  # one summary over every worker's samples
-        from qpconform.engine.timing import DeliveryLog
-
         settings["delivery_latency"] = DeliveryLog({k: list(v) for k, v in delivery.items()}).text()
     return {
         "schema": SCHEMA,

@@ -16,6 +16,7 @@ import pytest
 
 from fixtures.budget import Budget
 from fixtures.environment import current_test
+from qpconform import bench
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import StepRecorder
 from qpconform.engine.quirks import Quirks
@@ -47,10 +48,8 @@ class _CountingRecorder:
 
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:
     """Steps/s of the checked machine next to a plain pyverbs modify loop, in the same run."""
-    from qpconform.bench import modify_rate
-
     checked = steps / elapsed if elapsed > 0 else 0.0
-    plain = modify_rate(device.name, 2.0, device.port)
+    plain = bench.modify_rate(device.name, 2.0, device.port)
     ratio = f"{plain / checked:.0f}" if checked else "n/a"
     recorder.settings["throughput"] = (
         f"stateful machine {checked:.1f} checked steps/s ({steps} steps in {elapsed:.1f} s, "
