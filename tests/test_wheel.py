@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -27,10 +28,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel built from this clone installed (no deps: see above)."""
     base = tmp_path_factory.mktemp("wheel")
+    # a copy of the sources: setuptools' build/ in the clone would keep deleted modules
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "out", "*.egg-info", "__pycache__", ".hypothesis",
+        ".scratch*", ".*_cache"))
     dist = base / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(dist), str(ROOT)],
+         "-w", str(dist), str(source)],
         check=True, cwd=base, capture_output=True, text=True,
     )
     (wheel,) = dist.glob("qpconform-*.whl")

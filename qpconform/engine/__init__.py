@@ -9,21 +9,24 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     ledger.py   per QP: what is due, required, forbidden or never to run, each
                 with the rule and step behind it; one classification of every
                 completion
-    core.py     Engine: tracked QPs, step logs, conclude a verb, poll, bounded
-                waits, missing items, following a quirked device
+    track.py    Track: one QP under comparison (handle, model, ledger, step log,
+                owed windows, history)
+    core.py     Engine: tracked QPs, conclude a verb, poll, bounded waits, missing
+                items, following a quirked device
     records.py  the engine's records: Divergence, the DivergenceSink a caller passes,
                 DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
     quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
     text.py     the words of every record (masks, errnos, expectations)
     lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
-                QPMachine)
+                qpconform/machines/lone.py's QPMachine)
     pair.py     rule set for connected pairs and the wire: PairHarness (the
                 traffic suites, the traffic machine); connect.py: bring-up values
 
 models/ says what must happen (never imports the engine); reports/ turns the
-engine's records into reports; fixtures/ holds the pytest plugin and the pyverbs
-adapters that implement the device protocol. The engine imports only models/
+engine's records into reports; qpconform/adapters/ implements the device protocol
+on real NICs (pyverbs, rdma_cm); qpconform/machines/ holds the state machines that
+drive the rule sets; fixtures/ is the pytest plugin. The engine imports only models/
 (import-linter checks it: pyproject.toml): it writes no file and reads no
 environment, so where records and reproducers go and which test runs are the
 caller's to pass (fixtures/device_fixtures.py does it for a device run).

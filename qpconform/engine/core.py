@@ -16,6 +16,11 @@ ledger does not know is explained (`explain_completion`: a send the lone model
 knows is on the wire; a flush after an automatic move to ERR on a pair), how an
 event nobody booked is judged (`unbooked_event_rule`), and how a record is
 worded (`record_verb`).
+
+At ~590 lines this is the one engine module over 500: `Engine` is one class whose
+steps (conclude, collect, wait, report what is missing) share its tracks and
+windows; what stands alone lives beside it (track.py, ledger.py, judge.py,
+choices.py, text.py).
 """
 
 from __future__ import annotations
@@ -23,19 +28,18 @@ from __future__ import annotations
 import copy
 import select
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from models import rules
-from models.enums import Attr, EventType, QPState, QPType
+from models.enums import Attr, EventType, QPState
 from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import Rule
 
 from .choices import CONSISTENT_RULES, situation
-from .device import Completion, Observed, VerbResult
+from .device import Completion, VerbResult
 from .judge import DivergenceError, Judge
-from .ledger import QUEUES, Found, Ledger
+from .ledger import QUEUES, Found
 from .quirks import Quirk
 from .records import Divergence
 from .text import (
@@ -48,6 +52,7 @@ from .text import (
     outcome_tags,
 )
 from .timing import DeliveryLog
+from .track import Track
 
 POLL_INTERVAL = 0.002
 #: Entering one of these states (or leaving SQD) can raise an event late or forbid one
@@ -55,97 +60,6 @@ POLL_INTERVAL = 0.002
 #: window. WRs that must never run (refused, discarded by RESET) and every delivered
 #: completion (its duplicate) open the completion window.
 EVENT_STATES = frozenset({QPState.SQD, QPState.SQE, QPState.ERR})
-
-
-@dataclass
-class Track:
-    """One QP under comparison: its device handle, its model, its ledger and its step log.
-
-    The two ends of a pair share one step log (`steps` is the same list) and say
-    which end they are (`side`); a lone QP has a log of its own.
-    """
-
-    handle: Observed
-    model: QPModel
-    qp_type: QPType
-    qp_num: int | None
-    steps: list[dict[str, Any]]
-    side: str | None = None
-    ledger: Ledger = field(default_factory=Ledger)
-    broken: bool = False  # an unknown divergence was raised: the model may be off
-    settle_step: dict[str, Any] | None = None
-    history: list[tuple[int, str, str]] = field(default_factory=list)  # (step, from, to)
-    #: accepted modifies to the state the QP was already in, e.g. RESET->RESET: (step, state)
-    self_moves: list[tuple[int, str]] = field(default_factory=list)
-    drains: int = 0  # RTS->SQD transitions so far
-    drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
-    quiet_from: int | None = None  # the first step whose quiet window is still open
-    quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
-    events_until: float = 0.0  # when the open event window closes (within quiet_until)
-
-    def owe_quiet(self, step: int, seconds: float) -> None:
-        """Something may still appear, or must not, because of `step`: a quiet window of
-        `seconds` opens now (an open one is extended, never shortened). Later steps keep
-        polling while it is open; only what would end the observation (destroy, the end
-        of an example, a new drain) waits it out."""
-        if self.quiet_from is None:
-            self.quiet_from = step
-        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
-
-    def owe_events(self, step: int, seconds: float) -> None:
-        """A move that can raise an event late: the event window opens (see owe_quiet); the
-        QP's next modify waits out its rest, so a late event is judged against this step."""
-        self.owe_quiet(step, seconds)
-        self.events_until = max(self.events_until, time.monotonic() + seconds)
-
-    def events_left(self) -> float:
-        """Seconds left of the open event window (0 when none is open)."""
-        return max(0.0, self.events_until - time.monotonic())
-
-    def quiet_left(self) -> float:
-        """Seconds left of the open quiet window (0 when none is open)."""
-        if self.quiet_from is None:
-            return 0.0
-        return max(0.0, self.quiet_until - time.monotonic())
-
-    def last(self) -> int:
-        """Index of the newest step (the origin of what is found now)."""
-        return len(self.steps) - 1
-
-    def moved(self, before: QPState, after: QPState, step: int) -> None:
-        """The QP went from `before` to `after` at `step` (a verb, the wire, a followed
-        device)."""
-        if before != after:
-            self.history.append((step, before.name, after.name))
-        if before == QPState.RTS and after == QPState.SQD:
-            self.drains += 1
-            self.drained_events = 0
-
-    def context(self, origin: int) -> dict[str, Any]:
-        """What the engine knows at a divergence: quirk conditions match on it.
-
-        `after` names, per state, the QP's last entry into it from another state, and a
-        modify into the state it was in (RESET->RESET) made after that entry, or when the
-        QP never entered it otherwise (a new QP's RESET->RESET): a driver may act on it
-        (irdma moves its hardware QP to ERROR on any ->RESET)."""
-        step = self.steps[origin] if 0 <= origin < len(self.steps) else {}
-        last_entry = {nxt: cur for _, cur, nxt in self.history}  # the newest entry wins
-        entered_at = {nxt: at for at, _, nxt in self.history}
-        after = {f"{cur}->{nxt}" for nxt, cur in last_entry.items()}
-        after |= {f"{st}->{st}" for at, st in self.self_moves if at > entered_at.get(st, -1)}
-        found: dict[str, Any] = {
-            "state": self.model.state.name,
-            "after": sorted(after),
-            "since": sorted({nxt for at, _, nxt in self.history if at >= origin >= 0}),
-        }
-        expect = step.get("expect", {})
-        if expect:
-            found["state_before"] = expect["state_before"]
-            if step.get("verb") == "modify":
-                found["transition"] = f"{expect['state_before']}->{expect['state_if_accepted']}"
-        if "device_sq_draining" in step:
-            found["device_sq_draining"] = step["device_sq_draining"]
-        return found
 
 
 class Engine:

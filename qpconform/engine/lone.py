@@ -27,7 +27,7 @@ from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
 
-from .core import Engine, Track
+from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, VerbResult
 from .judge import Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
@@ -35,6 +35,7 @@ from .quirks import Quirks, reads_wrong
 from .records import Divergence, DivergenceSink
 from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
 from .timing import DeliveryLog
+from .track import Track
 
 S = QPState
 MUST_WAIT = 2.0

@@ -46,13 +46,14 @@ from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, U
 from models.sources import Rule
 
 from .connect import FAST, bring_up_mask
-from .core import Engine, Track
+from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks, reads_wrong
 from .records import Divergence, DivergenceSink
 from .timing import DeliveryLog
+from .track import Track
 
 S = QPState
 NO_BITS = Attr(0)
