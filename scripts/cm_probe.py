@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fixtures import leaks
 from models.enums import Attr, QPState
-from qpconform.adapters.cm_connect import INIT_MASK, CMEnd, CMPair, _own_qp, connect_pair
+from qpconform.adapters.cm_connect import INIT_MASK
+from qpconform.adapters.cm_pair import CMEnd, CMPair, connect_pair, own_qp
 
 RECORD: list[dict[str, Any]] = []
 SETTLE = 1.0  # how long the peer gets to notice a change (TCG is slow)
@@ -69,7 +70,7 @@ def lone_qp(dev: str) -> None:
     """A QP with no connection: what plain modify_qp does on the iWARP device."""
     end = CMEnd(dev, "", "lone")
     try:
-        _own_qp(end)
+        own_qp(end)
         note("lone created", state=state(end))
         to_init = end.modify_state(QPState.INIT, INIT_MASK & ~Attr.STATE)
         note("lone RESET->INIT", result=err(to_init), state=state(end))

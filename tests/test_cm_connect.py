@@ -10,6 +10,7 @@ import time
 import pytest
 
 from qpconform.adapters import cm_connect as cm
+from qpconform.adapters import cm_pair
 from qpconform.adapters.resources import ResourceStack
 
 
@@ -109,11 +110,11 @@ def test_a_link_closes_ids_before_channels_and_goes_on_past_a_failure():
 
 def test_a_pair_closes_the_link_before_the_qps():
     log: list[str] = []
-    a, b = cm.CMEnd("siw0", "192.0.2.1", "active"), cm.CMEnd("siw1", "192.0.2.2", "passive")
+    a, b = cm_pair.CMEnd("siw0", "192.0.2.1", "active"), cm_pair.CMEnd("siw1", "192.0.2.2", "passive")
     for end in (a, b):
         for name in ("context", "pd", "qp"):
             end.stack.push(Closable(f"{end.role} {name}", log), name)
-    pair = cm.CMPair(a, b, cm.CMLink(side("active", log), side("passive", log)))
+    pair = cm_pair.CMPair(a, b, cm.CMLink(side("active", log), side("passive", log)))
     pair.close()
     assert log.index("passive channel") < log.index("active qp")
     assert log[-6:] == [

@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from models.enums import QPState, WCStatus
-from qpconform.adapters import pyverbs_device as pd
+from qpconform.adapters import pyverbs_qp as pd
 
 
 class FloodingCQ:
@@ -45,7 +45,7 @@ def test_a_flood_of_events_is_read_a_bounded_number_at_a_time():
     event = NS(event_type=3, ack=lambda: acked.append(1))
     ctx = NS(get_async_event=lambda: event)
     try:
-        types = pd._drain_events(ctx, read_end, timeout=0.01)
+        types = pd.drain_events(ctx, read_end, timeout=0.01)
     finally:
         os.close(read_end)
         os.close(write_end)

@@ -33,7 +33,8 @@ import sys
 import time
 
 from fixtures import leaks
-from qpconform.adapters.cm_connect import CMEnd, CMError, _own_qp, connect_pair
+from qpconform.adapters.cm_connect import CMError
+from qpconform.adapters.cm_pair import CMEnd, connect_pair, own_qp
 
 DEVICES = ("siw0", "siw1")
 
@@ -45,7 +46,7 @@ def counts():
 result = {"kernel": platform.release(), "before": counts()}
 lone = CMEnd("siw0", "", "lone")  # a QP no connection moved
 try:
-    _own_qp(lone)
+    own_qp(lone)
     result["lone_post_send"] = lone.post_send(1)
 finally:
     lone.close()

@@ -216,7 +216,7 @@ class PairHarness(Engine):
             step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
         res = self.dev.end(side).modify(attrs, mask)
-        self._verb(side, exp, res, step, resumed=held)
+        self.cm_step(side, exp, res, step, resumed=held)
         return res
 
     def post_send(self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE) -> int:
@@ -224,7 +224,7 @@ class PairHarness(Engine):
         wr_id = self.next_wr_id()
         exp = self.model.post_send(side, wr_id, op, fault)
         res = self.dev.end(side).post_send(wr_id, op, fault)
-        self._verb(side, exp, res, {"wr_id": wr_id, "op": str(op), "fault": str(fault)})
+        self.cm_step(side, exp, res, {"wr_id": wr_id, "op": str(op), "fault": str(fault)})
         return wr_id
 
     def post_recv(self, side: str) -> int:
@@ -232,7 +232,7 @@ class PairHarness(Engine):
         wr_id = self.next_wr_id()
         exp = self.model.post_recv(side, wr_id)
         res = self.dev.end(side).post_recv(wr_id)
-        self._verb(side, exp, res, {"wr_id": wr_id})
+        self.cm_step(side, exp, res, {"wr_id": wr_id})
         return wr_id
 
     def query(self, side: str) -> QueryResult:
@@ -450,7 +450,7 @@ class PairHarness(Engine):
             self._follow_drained(side)
 
     # ------------------------------------------------------------------- internals
-    def _verb(
+    def cm_step(
         self,
         side: str,
         exp: Expectation,

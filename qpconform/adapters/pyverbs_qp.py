@@ -1,0 +1,358 @@
+"""One lone QP on a real device through pyverbs (`PyverbsQP`), and what it is made of.
+
+Each QP has its own Context, PD, CQs and MR (pyverbs' AsyncEvent carries no element:
+the Context whose async fd delivered an event says which QP it belongs to); it is
+created in RESET; a refused verb is an observation (a VerbResult with the errno),
+never an exception; the state always comes from ibv_query_qp. pyverbs_device.py opens
+the device and makes these.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
+from qpconform.adapters import inflight
+from qpconform.adapters import pyverbs_compat as pc
+from qpconform.adapters.resources import ResourceStack
+from qpconform.engine.device import (
+    AsyncEvent,
+    AttrValues,
+    Completion,
+    QueryResult,
+    UnsupportedQPType,
+    VerbResult,
+)
+from qpconform.engine.text import ATTR_FIELDS
+
+if TYPE_CHECKING:  # the device makes its QPs: a runtime import would be circular
+    from qpconform.adapters.pyverbs_device import PyverbsDevice
+
+#: create_qp errnos that mean "this device does not do this QP type".
+UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM, errno.ENOSYS})
+QP_DEPTH = 64
+#: Most completions (per CQ) or events one poll reads: a queue of QP_DEPTH can hold no
+#: more than that many honest entries, so more is already a flood the judge will see.
+MAX_READ = 4 * QP_DEPTH
+MR_SIZE = 4096
+SEND_LEN = 16
+RECV_OFFSET = 1024
+RECV_LEN = 512  # room for the 40-byte GRH of UD receives
+DEFAULT_QKEY = 0x11111111
+QUERY_MASK = int(STANDARD_BITS & ~Attr.CAP & ~Attr.ALT_PATH)
+EVENT_FD_LINK = "anon_inode:[infinibandevent]"
+_QP_EVENTS = frozenset({
+    EventType.CQ_ERR, EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR,
+    EventType.COMM_EST, EventType.SQ_DRAINED, EventType.PATH_MIG, EventType.PATH_MIG_ERR,
+    EventType.QP_LAST_WQE_REACHED,
+})
+CAP_NET_RAW = 13
+
+
+def privileged_qkey() -> bool:
+    """May this process set a controlled Q_Key (bit 31)? The kernel allows it with
+    CAP_NET_RAW or when `rdma system set privileged-qkey on` (rdma_nl_get_privileged_qkey())."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:") and int(line.split()[1], 16) >> CAP_NET_RAW & 1:
+                    return True
+    except (OSError, ValueError):
+        pass
+    try:
+        shown = subprocess.run(
+            ["rdma", "system", "show"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "privileged-qkey on" in shown
+
+
+#: QPAttr fields copied one to one from the flat attrs dict.
+_PLAIN_FIELDS = (
+    "qp_state", "cur_qp_state", "en_sqd_async_notify", "qp_access_flags", "pkey_index",
+    "port_num", "qkey", "path_mtu", "timeout", "retry_cnt", "rnr_retry", "rq_psn", "sq_psn",
+    "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "dest_qp_num", "path_mig_state",
+    "alt_port_num", "alt_timeout", "alt_pkey_index", "rate_limit",
+)
+#: A verb on a destroyed QP never reaches pyverbs (it would dereference a NULL ibv_qp).
+_DESTROYED = VerbResult(False, errno.EBADF, "QP already destroyed (not passed to the device)")
+
+
+def _verb_failure(exc: BaseException) -> VerbResult:
+    code = pc.error_code(exc)
+    return VerbResult(False, code, f"{type(exc).__name__}: {exc}")
+
+
+def _event_fds() -> set[int]:
+    """This process' fds that are uverbs event files (async or completion channel)."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == EVENT_FD_LINK:
+                found.add(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class _Opened:
+    """A Context and the async-event fd it brought (None if it could not be told apart)."""
+
+    ctx: Any
+    async_fd: int | None
+
+
+def open_context(pv: pc.Pyverbs, name: str) -> _Opened:
+    before = _event_fds()
+    ctx = pv.device.Context(name=name)
+    new = _event_fds() - before
+    return _Opened(ctx, new.pop() if len(new) == 1 else None)
+
+
+class GarbageFromDevice(RuntimeError):
+    """The device returned a value no verbs definition has (a driver bug, said plainly)."""
+
+
+def _defined(kind: Any, value: int, where: str) -> Any:
+    """``kind(value)``, or GarbageFromDevice naming the verb and the defined values."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(f"{m.value} {m.name}" for m in kind)
+        raise GarbageFromDevice(
+            f"{where} returned {kind.__name__} {value}, which is not defined ({allowed}): "
+            "the driver returned garbage"
+        ) from None
+
+
+def drain_events(ctx: Any, fd: int, timeout: float) -> list[int]:
+    """Event types read (and acked) from one async fd; never blocks past timeout, and
+    never reads more than MAX_READ: a driver that floods events cannot keep it here."""
+    types: list[int] = []
+    wait = timeout
+    while len(types) < MAX_READ and select.select([fd], [], [], wait)[0]:
+        event = ctx.get_async_event()
+        event_type = int(event.event_type)
+        event.ack()  # unacked events make ibv_destroy_qp wait forever
+        types.append(event_type)
+        wait = 0.0
+    return types
+
+
+# ------------------------------------------------------------------------------------- QP
+class PyverbsQP:
+    """One device QP in its own Context, with send/recv CQs and a small MR (a QPHandle)."""
+
+    def __init__(self, device: PyverbsDevice, qp_type: QPType, serial: int) -> None:
+        self.device = device
+        self.qp_type = QPType(qp_type)
+        self.label = f"qp#{serial}:{self.qp_type.name}"
+        self.closed = False
+        self._pv = device.pv
+        self._stack = ResourceStack()
+        self._ah: Any = None
+        self._qkey = DEFAULT_QKEY
+        try:
+            self._create()
+        except BaseException:
+            self._stack.close()
+            raise
+        self.qp_num: int = int(self.qp.qp_num)
+
+    def _create(self) -> None:
+        pv, st = self._pv, self._stack
+        opened = open_context(pv, self.device.name)
+        self.ctx = st.push(opened.ctx, "context")
+        self.async_fd = opened.async_fd
+        self.event_fd = opened.async_fd  # the engine select()s on it with the other QPs'
+        self.pd = st.push(pv.pd.PD(self.ctx), "pd")
+        self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
+        self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
+        self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
+        self.qp = st.push(self._new_qp(), "qp")
+
+    def _new_qp(self) -> Any:
+        pv, t = self._pv, self.qp_type
+        no_rq = t is QPType.XRC_SEND
+        cap = pv.qp.QPCap(
+            max_send_wr=0 if t is QPType.XRC_RECV else QP_DEPTH,
+            max_recv_wr=0 if no_rq or t is QPType.XRC_RECV else QP_DEPTH,
+            max_send_sge=1, max_recv_sge=0 if no_rq else 1,
+        )
+        if t is QPType.XRC_RECV:
+            return self._new_xrc_recv(cap)
+        init = pv.qp.QPInitAttr(
+            qp_type=int(t), scq=self.send_cq, rcq=self.recv_cq, cap=cap, sq_sig_all=1
+        )
+        return pv.qp.QP(self.pd, init)  # no QPAttr: stays in RESET
+
+    def _new_xrc_recv(self, cap: Any) -> Any:
+        pv = self._pv
+        if pv.xrcd is None:
+            raise UnsupportedQPType("this pyverbs has no pyverbs.xrcd module")
+        xattr = pv.xrcd.XRCDInitAttr(
+            pc.const("IBV_XRCD_INIT_ATTR_FD") | pc.const("IBV_XRCD_INIT_ATTR_OFLAGS"),
+            os.O_CREAT, -1,
+        )
+        xrcd = self._stack.push(pv.xrcd.XRCD(self.ctx, xattr), "xrcd")
+        init = pv.qp.QPInitAttrEx(
+            qp_type=int(QPType.XRC_RECV), cap=cap, sq_sig_all=1,
+            comp_mask=pc.const("IBV_QP_INIT_ATTR_XRCD"), xrcd=xrcd,
+        )
+        return pv.qp.QP(self.ctx, init)
+
+    # --------------------------------------------------------------------------- verbs
+    @inflight.verb("ibv_modify_qp")
+    def modify(self, attrs: AttrValues, mask: Attr) -> VerbResult:
+        """ibv_modify_qp with the flat attrs translated to a QPAttr; refusal -> VerbResult."""
+        if self.closed:
+            return _DESTROYED
+        values = self._complete(attrs, Attr(int(mask)))
+        qp_attr = self._qp_attr(values)
+        try:
+            self.qp.modify(qp_attr, int(mask))
+        except (self._pv.RDMAError, self._pv.Error) as exc:
+            return _verb_failure(exc)
+        if Attr.QKEY in Attr(int(mask)):
+            self._qkey = values["qkey"]
+        return VerbResult(True)
+
+    def _complete(self, attrs: AttrValues, mask: Attr) -> dict[str, int]:
+        """The caller's attrs, plus a valid value for any field the mask needs but lacks."""
+        values = dict(attrs)
+        defaults: dict[str, int] | None = None
+        for bit, names in ATTR_FIELDS.items():
+            if bit in mask and any(n not in values for n in names):
+                defaults = defaults or self.device.valid_attrs(self)
+                for n in names:
+                    values.setdefault(n, defaults.get(n, 0))
+        return values
+
+    def _qp_attr(self, values: dict[str, int]) -> Any:
+        pv = self._pv
+        qp_attr = pv.qp.QPAttr()
+        for key in _PLAIN_FIELDS:
+            if key in values:
+                _set(qp_attr, key, values[key])
+        if "ah_port_num" in values or "ah_sgid_index" in values:
+            qp_attr.ah_attr = self.device.ah_attr(
+                values.get("ah_port_num", self.device.port),
+                values.get("ah_sgid_index", self.device.gid_index),
+            )
+        if "alt_port_num" in values:
+            qp_attr.alt_ah_attr = self.device.ah_attr(
+                values.get("alt_ah_port_num", values["alt_port_num"]),
+                values.get("ah_sgid_index", self.device.gid_index),
+            )
+        return qp_attr
+
+    @inflight.verb("ibv_query_qp")
+    def query(self) -> QueryResult:
+        """ibv_query_qp (the kernel's state, not libibverbs' cached qp_state)."""
+        if self.closed:  # pyverbs would pass a NULL ibv_qp to libibverbs: a segfault
+            raise RuntimeError(f"{self.label} was destroyed: nothing to query")
+        attr, _init = self.qp.query(QUERY_MASK)
+        state = _defined(QPState, int(attr.qp_state), f"ibv_query_qp on {self.label}: qp_state")
+        fields = {k: int(getattr(attr, k)) for k in _PLAIN_FIELDS if hasattr(attr, k)}
+        ah = attr.ah_attr
+        fields["ah_port_num"] = int(ah.port_num)
+        fields["ah_sgid_index"] = int(ah.sgid_index) if int(ah.is_global) else 0
+        return QueryResult(state=state, sq_draining=bool(attr.sq_draining), attrs=fields)
+
+    @inflight.verb("ibv_post_send")
+    def post_send(self, wr_id: int) -> VerbResult:
+        """One signaled SEND of a few bytes from the MR (UD: to this QP through an AH)."""
+        if self.closed:
+            return _DESTROYED
+        pv = self._pv
+        try:
+            sge = pv.wr.SGE(self.mr.buf, SEND_LEN, self.mr.lkey)
+            wr = pv.wr.SendWR(
+                wr_id=wr_id, opcode=pc.const("IBV_WR_SEND"), num_sge=1, sg=[sge],
+                send_flags=pc.const("IBV_SEND_SIGNALED"),
+            )
+            if self.qp_type is QPType.UD:
+                wr.set_wr_ud(self._ud_ah(), self.qp_num, self._qkey)
+            self.qp.post_send(wr, None)  # never a bad_wr object: rxe leaves it NULL
+        except (pv.RDMAError, pv.Error) as exc:
+            return _verb_failure(exc)
+        return VerbResult(True)
+
+    @inflight.verb("ibv_post_recv")
+    def post_recv(self, wr_id: int) -> VerbResult:
+        """One receive WR for a buffer in the MR."""
+        if self.closed:
+            return _DESTROYED
+        pv = self._pv
+        try:
+            sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
+            self.qp.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
+        except (pv.RDMAError, pv.Error) as exc:
+            return _verb_failure(exc)
+        return VerbResult(True)
+
+    def _ud_ah(self) -> Any:
+        if self._ah is None:
+            attr = self.device.ah_attr(self.device.port, self.device.gid_index)
+            self._ah = self._stack.push(self._pv.addr.AH(self.pd, attr=attr), "ah")
+        return self._ah
+
+    @inflight.verb("ibv_poll_cq")
+    def poll(self) -> list[Completion]:
+        """Drain both CQs without waiting."""
+        if self.closed:
+            return []
+        done: list[Completion] = []
+        for queue, cq in (("send", self.send_cq), ("recv", self.recv_cq)):
+            for _ in range(MAX_READ // QP_DEPTH):  # a flooding CQ: the rest at the next poll
+                count, wcs = cq.poll(num_entries=QP_DEPTH)
+                for wc in wcs[:count]:
+                    done.append(
+                        Completion(
+                            int(wc.wr_id),
+                            queue,
+                            _defined(WCStatus, int(wc.status), f"ibv_poll_cq on {self.label}"),
+                            int(wc.qp_num),
+                        )
+                    )
+                if count < QP_DEPTH:
+                    break
+        return done
+
+    @inflight.verb("ibv_get_async_event")
+    def events(self, timeout: float) -> list[AsyncEvent]:
+        """Affiliated events read from this QP's Context (port events are left to the device)."""
+        if self.closed or self.async_fd is None:
+            return []
+        out = []
+        for raw in drain_events(self.ctx, self.async_fd, timeout):
+            if raw in EventType._value2member_map_ and EventType(raw) in _QP_EVENTS:
+                out.append(AsyncEvent(EventType(raw), self.qp_num))
+        return out
+
+    @inflight.verb("ibv_destroy_qp")
+    def destroy(self) -> None:
+        """Destroy the QP and everything it owns; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.event_fd = None
+        try:
+            self._stack.close()
+        finally:
+            self.device.forget(self)
+
+
+def _set(obj: Any, key: str, value: int) -> None:
+    try:
+        setattr(obj, key, value)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise ValueError(f"{key}={value!r} does not fit the verbs field: {exc}") from None
+
