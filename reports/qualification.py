@@ -524,7 +524,7 @@ def choice_rows(
 
 def unreported_inconsistencies(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Situations chosen both ways that no divergence reported: two pytest-xdist workers
-    each saw one choice, so neither could tell (a run with them fails, see fixtures/plugin.py)."""
+    each saw one choice, so neither could tell (a run with them fails, see fixtures/verdict.py)."""
     reported = {
         (d.get("rule_id"), d.get("context", {}).get("situation"))
         for d in run.get("divergences", []) if d.get("kind") == "inconsistent"

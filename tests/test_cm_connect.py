@@ -110,7 +110,8 @@ def test_a_link_closes_ids_before_channels_and_goes_on_past_a_failure():
 
 def test_a_pair_closes_the_link_before_the_qps():
     log: list[str] = []
-    a, b = cm_pair.CMEnd("siw0", "192.0.2.1", "active"), cm_pair.CMEnd("siw1", "192.0.2.2", "passive")
+    a = cm_pair.CMEnd("siw0", "192.0.2.1", "active")
+    b = cm_pair.CMEnd("siw1", "192.0.2.2", "passive")
     for end in (a, b):
         for name in ("context", "pd", "qp"):
             end.stack.push(Closable(f"{end.role} {name}", log), name)

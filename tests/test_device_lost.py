@@ -11,7 +11,9 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from fixtures import plugin as qpc_plugin
+from fixtures import guards
+from fixtures.guards import RunGuards
+from fixtures.run_state import RunState
 from models.enums import QPType
 from qpconform.adapters import identity
 from qpconform.adapters.pyverbs_device import PyverbsDevice, _Probe
@@ -62,37 +64,36 @@ def test_a_type_the_probe_could_not_create_stays_a_reported_skip(monkeypatch, tm
         device.create_qp(QPType.XRC_SEND)
 
 
-def fake_item(device: str | None, recorder=None):
-    config = NS(
-        getoption=lambda name, default=None: device if name == "device" else default,
-        stash={qpc_plugin.RECORDER_KEY: recorder} if recorder else {},
-    )
+def fake_item(device: str | None):
+    config = NS(getoption=lambda name, default=None: device if name == "device" else default)
     return NS(config=config, session=NS(shouldstop=False))
 
 
 def test_device_lost_stops_the_session_and_marks_the_record(monkeypatch, tmp_path):
-    monkeypatch.setattr(qpc_plugin, "device_present", lambda name: True)
+    monkeypatch.setattr(guards, "device_present", lambda name: True)
     recorder = NS(settings={})
-    item = fake_item("rxe0", recorder)
+    item = fake_item("rxe0")
     call = NS(excinfo=NS(value=DeviceLost("device rxe0: create_qp(RC) ... gone")))
-    qpc_plugin._stop_if_device_lost(item, call, NS(failed=True))
+    RunGuards(RunState(recorder=recorder)).stop_if_device_lost(item, call, NS(failed=True))
     assert "device rxe0: create_qp(RC)" in item.session.shouldstop
     assert "never a skip" in item.session.shouldstop
     assert recorder.settings["aborted"] == "device rxe0: create_qp(RC) ... gone"
 
 
 def test_any_failure_with_the_device_gone_stops_the_session(monkeypatch):
-    monkeypatch.setattr(qpc_plugin, "device_present", lambda name: False)
+    monkeypatch.setattr(guards, "device_present", lambda name: False)
     item = fake_item("rxe0")
-    qpc_plugin._stop_if_device_lost(item, NS(excinfo=NS(value=OSError(5, "EIO"))), NS(failed=True))
+    error = NS(excinfo=NS(value=OSError(5, "EIO")))
+    RunGuards(RunState()).stop_if_device_lost(item, error, NS(failed=True))
     assert "device rxe0 is gone" in item.session.shouldstop
 
 
 def test_a_failure_with_the_device_present_does_not_stop(monkeypatch):
-    monkeypatch.setattr(qpc_plugin, "device_present", lambda name: True)
+    monkeypatch.setattr(guards, "device_present", lambda name: True)
     item = fake_item("rxe0")
-    qpc_plugin._stop_if_device_lost(item, NS(excinfo=NS(value=AssertionError())), NS(failed=True))
-    qpc_plugin._stop_if_device_lost(item, NS(excinfo=None), NS(failed=False))
+    run_guards = RunGuards(RunState())
+    run_guards.stop_if_device_lost(item, NS(excinfo=NS(value=AssertionError())), NS(failed=True))
+    run_guards.stop_if_device_lost(item, NS(excinfo=None), NS(failed=False))
     assert item.session.shouldstop is False
 
 

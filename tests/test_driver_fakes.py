@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.plugin import QUIRKS_DIR
+from fixtures.selection import QUIRKS_DIR
 from models.enums import MTU, Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker

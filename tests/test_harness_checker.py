@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.plugin import QUIRKS_DIR
+from fixtures.selection import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
 from qpconform.adapters.identity import driver_family
 from qpconform.engine.judge import DivergenceError

@@ -250,7 +250,7 @@ def test_a_negative_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 
 def test_quirks_strict_fails_only_on_stale_quirks() -> None:
-    from fixtures.plugin import strict_failure
+    from fixtures.verdict import strict_failure
 
     stale = {"stale_quirks": [{"id": "rxe.a", "detail": ""}]}
     assert strict_failure(stale, strict=False) is None
@@ -361,7 +361,7 @@ def test_a_full_disk_mid_run_stops_the_run(pytester: pytest.Pytester) -> None:
 
 
 def test_a_device_run_starts_from_fresh_records(tmp_path: Path) -> None:
-    from fixtures.plugin import start_fresh
+    from fixtures.verdict import start_fresh
 
     for name in ("run-main.json", "run-gw0.json", "divergences.json", "divergences.json.lock",
                  "report.html", "reproducers/abc.py"):
@@ -498,7 +498,7 @@ def test_a_test_that_did_not_finish_makes_the_verdict_incomplete(
 ) -> None:
     """A timed-out or crashed suite test checked nothing: never "conformant"."""
     suite = UNFINISHED_SUITE.format(sleep=30 if how == "timeout" else "'not a number'")
-    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    present = "import fixtures.guards\nfixtures.guards.device_present = lambda name: True\n"
     result = _run(pytester, "suites", "--device", "rxe0", "--timeout=2", fake=True, suite=suite,
                   conftest=present)  # the fake rxe0 is not in sysfs: not a lost device here
     result.assert_outcomes(passed=1, failed=2)
@@ -551,7 +551,7 @@ def test_after(run_recorder):
 def test_a_stateful_test_past_its_bound_is_timed_out_not_flaky(pytester: pytest.Pytester) -> None:
     """The time bound inside a stateful test, in a step whose draws an earlier example went
     past: a timeout, never FlakyStrategyDefinition (seen in CI), and the run goes on."""
-    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    present = "import fixtures.guards\nfixtures.guards.device_present = lambda name: True\n"
     result = _run(pytester, "suites", "--device", "rxe0", "--timeout=60", fake=True,
                   suite=STATEFUL_PAST_ITS_BOUND, conftest=present)
     result.assert_outcomes(passed=1, failed=1)
@@ -597,7 +597,7 @@ def test_a_stop_a_gc_callback_swallowed_is_still_delivered(
     interrupted run passed): Ctrl-C ends the run, the bound fails its test."""
     arm = "signal.signal(signal.SIGALRM, signal.getsignal(signal.SIGALRM))"
     suite = SWALLOWED_STOP.format(arm=arm, signal="SIGINT" if how == "interrupt" else "SIGALRM")
-    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    present = "import fixtures.guards\nfixtures.guards.device_present = lambda name: True\n"
     result = _run(pytester, "suites", "--device", "rxe0", "--timeout=60", fake=True, suite=suite,
                   conftest=present)
     report = json.loads((pytester.path / "out" / "report.json").read_text())
@@ -623,7 +623,7 @@ def test_sweep(run_recorder):
 def test_assertion(run_recorder):
     assert 1 == 2
 """
-    present = "import fixtures.plugin\nfixtures.plugin.device_present = lambda name: True\n"
+    present = "import fixtures.guards\nfixtures.guards.device_present = lambda name: True\n"
     result = _run(pytester, "suites", "--device", "rxe0", fake=True, suite=suite,
                   conftest=present)
     result.assert_outcomes(failed=2)

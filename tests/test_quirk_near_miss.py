@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fixtures.plugin import QUIRKS_DIR
+from fixtures.selection import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op, WireSettings
 from qpconform.engine.connect import FAST, HOLD

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.plugin import QUIRKS_DIR, family_quirks_file
+from fixtures.selection import QUIRKS_DIR, family_quirks_file
 from qpconform.adapters.identity import driver_family
 from qpconform.engine.quirks import (
     FEATURES,

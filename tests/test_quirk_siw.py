@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.plugin import QUIRKS_DIR
+from fixtures.selection import QUIRKS_DIR
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable

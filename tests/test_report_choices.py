@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.plugin import inconsistency_failure
+from fixtures.verdict import inconsistency_failure
 from models.enums import Attr, QPState, QPType
 from models.outcomes import Expectation
 from qpconform.engine.judge import DivergenceError

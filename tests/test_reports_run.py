@@ -568,7 +568,7 @@ def test_a_quirk_a_random_run_did_not_provoke_is_not_stale(tmp_path: Path) -> No
     page = html_path.read_text()
     assert "Quirks not provoked in this run (1)" in page and "Stale quirks (0)" in page
     assert "1</b> quirk(s) not provoked in this run" in page
-    from fixtures.plugin import strict_failure
+    from fixtures.verdict import strict_failure
 
     assert strict_failure(report, strict=True) is None  # only a stale quirk fails strict
 

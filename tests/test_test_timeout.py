@@ -8,8 +8,9 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from fixtures import plugin as qpc_plugin
+from fixtures import stops
 from fixtures.budget import Budget
+from fixtures.run_state import STATE_KEY, RunState
 from qpconform.adapters import inflight
 
 pytest_plugins = ["pytester"]
@@ -45,7 +46,7 @@ def fake_config(tmp_path: Path, timeout=None, ini="", budget=None, plugin=True):
         pluginmanager=NS(hasplugin=lambda name: plugin),
         getvalue=lambda name: timeout,
         getini=lambda name: ini,
-        stash={qpc_plugin.BUDGET_KEY: Budget(budget)},
+        stash={STATE_KEY: RunState(budget=Budget(budget))},
         rootpath=tmp_path,
     )
 
@@ -69,8 +70,8 @@ def test_suite_tests_get_a_bound_that_covers_the_stateful_budget(tmp_path, monke
         Item(tmp_path / "suites/test_b.py", marked=True),
         Item(tmp_path / "tests/test_c.py"),
     )
-    qpc_plugin._bound_suite_tests(fake_config(tmp_path, budget=120.0), [suite, own, host])
-    assert suite.get_closest_marker("timeout").args == (qpc_plugin.TEST_TIMEOUT + 120.0,)
+    stops.bound_suite_tests(fake_config(tmp_path, budget=120.0), [suite, own, host])
+    assert suite.get_closest_marker("timeout").args == (stops.TEST_TIMEOUT + 120.0,)
     assert own.get_closest_marker("timeout").args == (5,)  # a test's own limit stays
     assert host.get_closest_marker("timeout") is None
 
@@ -87,7 +88,7 @@ def test_the_users_own_limit_wins(tmp_path, monkeypatch, how):
         plugin=how != "no plugin",
     )
     item = Item(tmp_path / "suites/test_a.py")
-    qpc_plugin._bound_suite_tests(config, [item])
+    stops.bound_suite_tests(config, [item])
     assert item.get_closest_marker("timeout") is None
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.plugin import _record_timing
+from fixtures.record_writer import record_timing
 from qpconform import cli
 from qpconform.engine.timing import WINDOWS_FILE, DeliveryLog, Windows, load_windows
 
@@ -48,12 +48,12 @@ def test_a_delivery_slower_than_the_window_is_flagged() -> None:
     log.add("completion", 0.002)
     log.add("event", 0.150)
     rec = _Recorder()
-    _record_timing(rec, log, Windows(0.1, 1.0, "test"))
+    record_timing(rec, log, Windows(0.1, 1.0, "test"))
     assert "quiet window 100 ms" in rec.settings["windows"]
     assert "150 ms" in rec.settings["timing_warning"]
     fast = _Recorder()
     log.samples["event"] = [0.01]
-    _record_timing(fast, log, Windows(0.1, 1.0, "test"))
+    record_timing(fast, log, Windows(0.1, 1.0, "test"))
     assert "timing_warning" not in fast.settings
     assert "events: 1" in fast.settings["delivery_latency"]
 
