@@ -7,8 +7,8 @@ nothing" and lets the harness follow a device through an accepted (quirked)
 divergence. Automatic events (transport errors, completions) are facts and
 take effect at once.
 
-Under the `iwarp` variant (models/table.py) modify and the posts follow an iWARP
-RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
+Under a connection-managed variant (`iwarp`, models/variant.py) modify and the posts follow
+an iWARP RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
 IDLE (WRs stay queued across them), RTS is reached only through the connection
 manager, IB-only attributes are left to the driver, nothing is read back but the
 state, and where the iWARP drivers differ the expectation is "either".
@@ -24,7 +24,9 @@ from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStat
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.readback import Stored
 from models.sources import MAY, Rule
-from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
+from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable
+from models.variant import LINUX, Variant
+from models.variant import variant as parse_variant
 
 S = QPState
 _ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
@@ -45,11 +47,11 @@ class QPModel:
     def __init__(
         self,
         qp_type: QPType,
-        table: TransitionTable | str = "linux",
+        variant: Variant | str = LINUX,
         caps: DeviceCaps | None = None,
     ) -> None:
         self.qp_type = QPType(qp_type)
-        self.table = variant(table) if isinstance(table, str) else table
+        self.variant = parse_variant(variant)
         self.caps = caps or DeviceCaps()
         self.state = S.RESET
         self.sends: list[_SendWR] = []
@@ -65,6 +67,11 @@ class QPModel:
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
+    @property
+    def table(self) -> TransitionTable:
+        """The variant's transition table."""
+        return self.variant.table
+
     @property
     def outstanding_sends(self) -> list[int]:
         """Send WRs posted and not yet completed, in posting order."""
@@ -93,9 +100,8 @@ class QPModel:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
         self._modify_mask = mask
-        iwarp = self.table.name == "iwarp"
         # what query_qp is compared with after it (iwarp: the state only)
-        checked: list[Rule] = [] if iwarp else self.stored.rules(mask)
+        checked: list[Rule] = self.stored.rules(mask) if self.variant.reads_back_attributes else []
 
         # Where a device that wrongly accepts this modify would go (reports name the target).
         asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
@@ -123,10 +129,10 @@ class QPModel:
             Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
         ):
             return refuse(rules.STATE_RANGE)
-        if iwarp:
+        if self.variant.connection_managed:
             return self._modify_iwarp(attrs, mask, checked, refuse)
 
-        if self.table.name == "linux":
+        if self.variant.enforces_linux_abi:
             mask, attrs, refusal, consulted = uverbs.rewrite(
                 self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
             )
@@ -153,8 +159,8 @@ class QPModel:
             extra_names = "|".join(Attr(extra).names())
             return refuse(self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"))
 
-        checked.extend(rules_for(mask, self.table.name))
-        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
         strict = [vr for vr in broken if vr.rule.kind != MAY]
         if strict:
             return refuse(strict[0].rule, strict[0].errnos)
@@ -173,7 +179,7 @@ class QPModel:
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state (under one of the names
         `reported()` allows)."""
-        rule = rules.IWARP_QUERY if self.table.name == "iwarp" else rules.QUERY
+        rule = self.variant.query_rule
         return self._propose(
             self._exp(
                 "query", Outcome.ACCEPT, rule, self.state, checked=[rule, *self.stored.rules()]
@@ -191,7 +197,7 @@ class QPModel:
     def post_send(self, wr_id: int) -> Expectation:
         """post_send of one signaled WR."""
         st = self.state
-        if self.table.name == "iwarp":
+        if self.variant.connection_managed:
             return self._post_iwarp("send", wr_id)
         if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
             exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
@@ -216,7 +222,7 @@ class QPModel:
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
-        if self.table.name == "iwarp":
+        if self.variant.connection_managed:
             return self._post_iwarp("recv", wr_id)
         if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
             exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
@@ -357,7 +363,7 @@ class QPModel:
         RATE_LIMIT refused, the iwarp table from the QP's own state (CUR_STATE is not
         checked), a "may" entry or an IB-only attribute lets the driver refuse.
         """
-        if self.qp_type not in self.table.qp_types:
+        if self.qp_type not in self.variant.qp_types:
             exp = self._exp("modify", Outcome.REFUSE, rules.IWARP_RC_ONLY, self.state)
             return self._propose(exp, None)
         if Attr.RATE_LIMIT in mask:
@@ -369,8 +375,8 @@ class QPModel:
         checked.extend(consulted)
         if refusal is not None:
             return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
-        checked.extend(rules_for(mask, self.table.name))
-        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
         strict = [vr for vr in broken if vr.rule.kind != MAY]
         if strict:  # uverbs and core: before any driver
             return refuse(strict[0].rule, strict[0].errnos)
@@ -454,7 +460,7 @@ class QPModel:
         """post_send/post_recv on an iWARP QP: accepted in IDLE (receives) and RTS; elsewhere
         the provider may refuse, and an accepted WR is held (a send in IDLE) or flushed."""
         st, verb = self.state, f"post_{queue}"
-        if self.qp_type not in self.table.qp_types:  # no such QP: any errno
+        if self.qp_type not in self.variant.qp_types:  # no such QP: any errno
             return self._propose_post(
                 self._exp(verb, Outcome.REFUSE, rules.IWARP_RC_ONLY, st), wr_id
             )

@@ -27,13 +27,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from fixtures.stops import deliver_pending
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
-from models.table import variant
+from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
 
 S = QPState
 SIDES = st.sampled_from(["a", "b"])
 FAULTS = set(os.environ.get("QPCONFORM_TRAFFIC_FAULTS", "bad_lkey,bad_rkey,peer").split(","))
-_TABLE = variant("linux")
+_TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
 
 
@@ -223,7 +223,7 @@ def test_traffic_state_machine(
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
 
-    if variant == "iwarp":
+    if variant.connection_managed:
         if qp_type != QPType.RC:
             pytest.skip(f"iWARP QPs are RC only: no {qp_type.name} pair (iwarp.qp_type.rc_only)")
         machine = iwarp_machine_for(make)
