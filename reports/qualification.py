@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from models import rules as model_rules_module
+from models.capabilities import Capabilities
 from models.catalog import POST_VERBS, post_expectation, variant_rules
 from models.enums import STATES, QPType
 from models.sources import Rule
@@ -461,6 +462,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     divs = run.get("divergences", [])
     profile = run.get("quirk_profile", {})
     base_path = Path(base) if base is not None else None
+    lacking = missing_features(divs, profile)
     return {
         "schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,
@@ -493,7 +495,8 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "coverage": coverage(run, catalog),
         "choices": choice_rows(run.get("choices", {}), catalog, run.get("situations", {})),
         "inconsistent_choices": unreported_inconsistencies(run),
-        "missing_features": missing_features(divs, profile),
+        "missing_features": lacking,
+        "capabilities": Capabilities.of(variant, [row["feature"] for row in lacking]).to_json(),
     }
 
 

@@ -1,14 +1,18 @@
-"""The variant as an object (models/variant.py): the registry, and each variant's answers,
-which must be what the model decided by comparing variant names before they were objects."""
+"""The variant as an object (models/variant.py) and a device's capabilities at a glance
+(models/capabilities.py): the registry, and each variant's answers, which must be what the
+model decided by comparing variant names before they were objects."""
 
 import pytest
 
 from models import pair, readback, rules
 from models.attributes import PSN_MASKED, VALUE_RULES
+from models.capabilities import FEATURES, Capabilities
 from models.enums import QPType
 from models.qp import QPModel
 from models.table import linux_table
 from models.variant import IBTA, IWARP, LINUX, VARIANTS, Variant, variant
+from qpconform.engine import quirks as engine_quirks
+from qpconform.engine.quirks import Quirks
 
 NAMES = ("linux", "ibta", "iwarp")
 
@@ -114,3 +118,65 @@ def test_consults_is_the_old_catalog_test(name: str) -> None:
             assert variant(name).consults(rule, readback_rule=module is readback) is (
                 _old_consults(name, rule.id, module is readback)
             ), rule.id
+
+
+# ------------------------------------------------------------------ capabilities
+def test_the_features_are_the_quirk_files_features() -> None:
+    assert engine_quirks.FEATURES is FEATURES
+    assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT")
+
+
+def test_what_each_variant_allows() -> None:
+    assert Capabilities.of(LINUX) == Capabilities.of(IBTA) == Capabilities()
+    assert Capabilities.of(LINUX).lacks == ()
+    assert Capabilities.of(IWARP).lacks == ("ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT")
+    assert Capabilities.of(IWARP).sqd and Capabilities.of(IWARP).sqe  # CLOSING, TERMINATE
+
+
+def test_lacked_features_come_off_the_variants() -> None:
+    caps = Capabilities.of(LINUX, ["SQD"])
+    assert not caps.sqd and not caps.has("SQD") and caps.has("SQE")
+    assert caps.lacks == ("SQD",)
+    assert caps.to_json() == {f: f != "SQD" for f in FEATURES}
+    assert list(caps.to_json()) == list(FEATURES)
+
+
+def test_an_unknown_feature_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"unknown feature.*LASER.*choose from SQD, SQE"):
+        Capabilities.of(LINUX, ["LASER"])
+    with pytest.raises(ValueError, match="unknown feature 'sqd'"):
+        Capabilities().has("sqd")
+
+
+_PROFILE = '''
+[[quirk]]
+id = "dev.no_sqd"
+rule = "linux.transition.*.RTS->SQD"
+feature = "SQD"
+reason = "no drain"
+evidence = ["seen"]
+
+[[quirk]]
+id = "dev.other"
+rule = "attr.timeout.width"
+reason = "masks"
+evidence = ["seen"]
+
+[[quirk]]
+id = "dev.old_no_sqe"
+rule = "linux.transition.*.RTS->SQE"
+feature = "SQE"
+kernel = "<5"
+reason = "old kernels only"
+evidence = ["seen"]
+'''
+
+
+def test_a_profile_gives_the_device_capabilities_at_a_glance() -> None:
+    loaded = Quirks.from_toml(_PROFILE, "dev")
+    assert loaded.lacked_features == ("SQD", "SQE")
+    run = loaded.for_run({"kernel": "6.12.0"})  # the SQE entry is not applicable here
+    assert run.lacked_features == ("SQD",)
+    assert run.capabilities(LINUX).lacks == ("SQD",)
+    assert run.capabilities(IWARP).lacks == ("SQD", "ALT_PATH", "XRC", "RAW_PACKET",
+                                             "RATE_LIMIT")
