@@ -10,7 +10,8 @@ from models.enums import MTU, AccessFlag, Attr, EventType, QPState, QPType, WCOp
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
 from models.sources import Rule, Source
-from models.table import TransitionTable, variant
+from models.table import TransitionTable
+from models.variant import Variant, variant
 
 __all__ = [
     "MTU",
@@ -26,6 +27,7 @@ __all__ = [
     "Rule",
     "Source",
     "TransitionTable",
+    "Variant",
     "WCOpcode",
     "WCStatus",
     "variant",

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from models.table import VARIANTS, variant
+from models.variant import VARIANTS, variant
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     dump = sub.add_parser("dump-table", help="print the transition table as JSON")
     dump.add_argument("--variant", choices=VARIANTS, default="linux")
     args = parser.parse_args(argv)
-    json.dump(variant(args.variant).to_json(), sys.stdout, indent=2, sort_keys=True)
+    json.dump(variant(args.variant).table.to_json(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 

@@ -17,9 +17,12 @@ only) and the access-flag rule: iWARP drivers read no other attribute, so a P_Ke
 index, MTU or PSN has no range there (siw reports a P_Key table of length 0).
 """
 
+from __future__ import annotations
+
 import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from models.enums import MTU, AccessFlag, Attr
 from models.sources import (
@@ -36,6 +39,9 @@ from models.sources import (
     Source,
     ibta,
 )
+
+if TYPE_CHECKING:
+    from models.variant import Variant
 
 PSN_LIMIT = 1 << 24  # PSNs and QP numbers are 24-bit fields of the BTH
 
@@ -68,14 +74,47 @@ class DeviceCaps:
             object.__setattr__(self, "active_mtu", self.max_mtu)
 
 
+# Which variants make a value check: each asks the variant (models/variant.py) one question.
+def _ib_transport(v: Variant) -> bool:
+    """A check of an InfiniBand attribute: iWARP drivers read none (linux, ibta)."""
+    return v.ib_transport
+
+
+def _every_device(v: Variant) -> bool:
+    """A uverbs or core check, before any driver (every variant)."""
+    return True
+
+
+def _linux_abi(v: Variant) -> bool:
+    """A check of the Linux uverbs layer or core (linux, iwarp)."""
+    return v.enforces_linux_abi
+
+
+def _spec_only(v: Variant) -> bool:
+    """The spec's strict range, which no Linux layer before the driver enforces (ibta)."""
+    return v.strict_spec_ranges
+
+
+def _linux_ib_ports(v: Variant) -> bool:
+    """What Linux does with an InfiniBand attribute where the spec is stricter or silent:
+    leaves a field width to the driver, bans APM on RoCE (linux)."""
+    return v.enforces_linux_abi and v.ib_transport
+
+
+def _not_ib_ports(v: Variant) -> bool:
+    """The core refuses what only IB ports have (iwarp: alternate paths)."""
+    return not v.ib_transport
+
+
 @dataclass(frozen=True)
 class ValueRule:
-    """One value check: which mask bit it applies to, the rule, the test, the errnos."""
+    """One value check: which mask bit it applies to, the rule, the test, the errnos, and
+    which variants make it (`applies`: a question to the variant)."""
 
     bit: Attr
     rule: Rule
     valid: Callable[[Mapping[str, int], DeviceCaps], bool]
-    variants: frozenset[str] = frozenset({"linux", "ibta"})
+    applies: Callable[[Variant], bool] = _ib_transport
     errnos: frozenset[int] = VALUE_ERRNOS
 
 
@@ -96,11 +135,6 @@ _QP_ACCESS = int(
 )
 #: enum ib_mig_state (include/rdma/ib_verbs.h): what a consumer may ask for.
 MIG_MIGRATED, MIG_REARM, MIG_ARMED = 0, 1, 2
-
-_IBTA_ONLY = frozenset({"ibta"})
-_LINUX_ONLY = frozenset({"linux"})
-_EVERY_DEVICE = frozenset({"linux", "ibta", "iwarp"})  # uverbs/core checks, before the driver
-_LINUX_ABI = frozenset({"linux", "iwarp"})
 
 #: Neither modify_qp() in uverbs_cmd.c nor _ib_modify_qp() in verbs.c looks at these.
 _UNCHECKED = "not checked by modify_qp() (uverbs_cmd.c) nor _ib_modify_qp() (verbs.c)"
@@ -127,7 +161,7 @@ def _width(field: str, bits: int, what: str, mlx5_where: str) -> tuple[ValueRule
         _r(f"{field}.range", f"{field} ({what}) is a {bits}-bit value: 0..{limit - 1}",
            ibta(spec, f"{what}: {bits} bits"), MUST, SPEC),
         fits,
-        _IBTA_ONLY,
+        _spec_only,
     )
     lenient = ValueRule(
         bit,
@@ -141,7 +175,7 @@ def _width(field: str, bits: int, what: str, mlx5_where: str) -> tuple[ValueRule
             DRIVER,
         ),
         fits,
-        _LINUX_ONLY,
+        _linux_ib_ports,
     )
     return strict, lenient
 
@@ -157,7 +191,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["port_num"] <= c.phys_port_cnt,
-        _EVERY_DEVICE,
+        _every_device,
     ),
     ValueRule(
         Attr.AV,
@@ -169,7 +203,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["ah_port_num"] <= c.phys_port_cnt,
-        _EVERY_DEVICE,
+        _every_device,
     ),
     ValueRule(
         Attr.AV,
@@ -185,7 +219,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: 0 <= v["ah_sgid_index"] < c.gid_tbl_len,
-        _EVERY_DEVICE,
+        _every_device,
     ),
     ValueRule(
         Attr.AV,
@@ -202,7 +236,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: v["ah_sgid_index"] not in c.empty_gids,
-        _LINUX_ABI,
+        _linux_abi,
         frozenset({errno.ENODATA}),
     ),
     ValueRule(
@@ -261,7 +295,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             SPEC,
         ),
         lambda v, c: 0 <= v["sq_psn"] < PSN_LIMIT,
-        _IBTA_ONLY,
+        _spec_only,
     ),
     ValueRule(
         Attr.RQ_PSN,
@@ -273,7 +307,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             SPEC,
         ),
         lambda v, c: 0 <= v["rq_psn"] < PSN_LIMIT,
-        _IBTA_ONLY,
+        _spec_only,
     ),
     *_width("dest_qp_num", 24, "destination QP number",
             "__mlx5_ib_modify_qp(): remote_qpn[0x18]"),
@@ -313,7 +347,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             SPEC,
         ),
         lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
-        _IBTA_ONLY,
+        _spec_only,
     ),
     ValueRule(
         Attr.ACCESS_FLAGS,
@@ -333,7 +367,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             DRIVER,
         ),
         lambda v, c: v["qp_access_flags"] & ~_QP_ACCESS == 0,
-        _LINUX_ABI,
+        _linux_abi,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -345,7 +379,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             UVERBS,
         ),
         lambda v, c: 1 <= v["alt_port_num"] <= c.phys_port_cnt,
-        _EVERY_DEVICE,
+        _every_device,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -362,7 +396,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
         ),
         lambda v, c: 1 <= v["alt_ah_port_num"] <= c.phys_port_cnt
         and v["alt_ah_port_num"] == v["alt_port_num"],
-        _LINUX_ABI,
+        _linux_abi,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -374,7 +408,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: c.link_layer != "ethernet",
-        _LINUX_ONLY,
+        _linux_ib_ports,
     ),
     ValueRule(
         Attr.ALT_PATH,
@@ -391,7 +425,7 @@ VALUE_RULES: tuple[ValueRule, ...] = (
             CORE,
         ),
         lambda v, c: False,
-        frozenset({"iwarp"}),
+        _not_ib_ports,
     ),
     ValueRule(
         Attr.PATH_MIG_STATE,
@@ -425,12 +459,13 @@ PSN_MASKED = Rule(
 
 
 def broken_value_rules(
-    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: str = "linux"
+    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: Variant
 ) -> list[ValueRule]:
-    """The value rules broken by the attributes a mask selects (fields absent: not checked)."""
+    """The value rules of `variant` broken by the attributes a mask selects (fields absent:
+    not checked)."""
     broken = []
-    for vr in VALUE_RULES:
-        if not mask & vr.bit or variant not in vr.variants:
+    for vr in variant.value_rules:
+        if not mask & vr.bit:
             continue
         try:
             ok = vr.valid(attrs, caps)
@@ -441,9 +476,9 @@ def broken_value_rules(
     return broken
 
 
-def rules_for(mask: Attr, variant: str = "linux") -> list[Rule]:
-    """Every value rule that a mask brings into play (for coverage)."""
-    found = [vr.rule for vr in VALUE_RULES if mask & vr.bit and variant in vr.variants]
-    if variant == "linux" and mask & (Attr.SQ_PSN | Attr.RQ_PSN):
+def rules_for(mask: Attr, variant: Variant) -> list[Rule]:
+    """Every value rule of `variant` that a mask brings into play (for coverage)."""
+    found = [vr.rule for vr in variant.value_rules if mask & vr.bit]
+    if variant.masks_psn and mask & (Attr.SQ_PSN | Attr.RQ_PSN):
         found.append(PSN_MASKED)
     return found

@@ -14,28 +14,33 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from models import iwarp_pair, pair, pair_checks, readback, rules, uverbs
-from models.attributes import PSN_MASKED, VALUE_RULES
+from models.attributes import PSN_MASKED
 from models.enums import STATES, QPState, QPType
 from models.outcomes import Expectation
 from models.qp import QPModel
 from models.sources import Rule
-from models.table import VARIANTS
-from models.table import variant as table_variant
+from models.variant import VARIANTS, Variant
+from models.variant import variant as parse_variant
 
 POST_VERBS = ("post_send", "post_recv")
 
 
-def post_expectation(qp_type: QPType, verb: str, state: QPState, variant: str) -> Expectation:
+def post_expectation(
+    qp_type: QPType, verb: str, state: QPState, variant: Variant | str
+) -> Expectation:
     """What a post in `state` must do (the model put straight into that state)."""
     model = QPModel(qp_type, variant)
     model.state = state
     return model.post_send(1) if verb == "post_send" else model.post_recv(1)
 
 
-def variant_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
+def variant_rules(
+    variant: Variant | str, qp_types: Iterable[str] | None = None
+) -> dict[str, Rule]:
     """Every rule of one model variant that a run on these QP types can exercise (a type
     the variant does not know, e.g. UD under iwarp, brings only the rule that says so)."""
-    table = table_variant(variant)
+    variant = parse_variant(variant)
+    table = variant.table
     asked = [QPType[t] for t in qp_types] if qp_types else list(QPType)
     types = [t for t in asked if t in table.qp_types]
     found: dict[str, Rule] = {}
@@ -59,7 +64,7 @@ def variant_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[s
                     summary=f"{t.rule.summary}; refused when a required bit is missing",
                 )
             )
-        if variant != "iwarp":  # iwarp leaves other bits to the driver (IWARP_IB_ATTRIBUTES)
+        if variant.refuses_extra_bits:  # iwarp leaves them to the driver (IWARP_IB_ATTRIBUTES)
             add(
                 replace(
                     t.rule,
@@ -71,33 +76,22 @@ def variant_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[s
         for nxt in STATES:
             if any(table.lookup(q, cur, nxt) is None for q in types):
                 add(table.invalid_rule(cur, nxt))
-    for vr in VALUE_RULES:
-        if variant in vr.variants:
-            add(vr.rule)
-    if variant == "linux":
+    for vr in variant.value_rules:
+        add(vr.rule)
+    if variant.masks_psn:
         add(PSN_MASKED)
-    if variant in ("linux", "iwarp"):  # the uverbs layer is every Linux device's
+    if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
     for module in (rules, pair, readback):
         for rule in module.RULES:
-            if _consults(variant, rule, module is readback):
+            if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
     for q in types:
         for verb in POST_VERBS:
             for state in STATES:
                 add(post_expectation(q, verb, state, variant).rule)
     return found
-
-
-def _consults(variant: str, rule: Rule, readback_rule: bool) -> bool:
-    """Does a variant's model consult a rule its modules define? The iwarp rules belong
-    to iwarp only; iwarp has its own for some InfiniBand ones and reads back no attribute."""
-    if rule.id.startswith("iwarp."):
-        return variant == "iwarp"
-    if variant != "iwarp":
-        return True
-    return not readback_rule and rule.id not in rules.IWARP_NEVER_CONSULTS
 
 
 def all_rules() -> dict[str, Rule]:

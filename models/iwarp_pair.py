@@ -40,6 +40,7 @@ from models.sources import (
     Rule,
     Source,
 )
+from models.variant import IWARP
 
 S = QPState
 _DDP = "IETF RFC 5041 (DDP)"
@@ -156,7 +157,7 @@ class IwarpPairModel(PairModel):
     """Expected behaviour of two iWARP RC QPs and the one connection between them."""
 
     def __init__(self, qp_type: QPType, settings: WireSettings | None = None) -> None:
-        super().__init__(qp_type, "iwarp", settings)
+        super().__init__(qp_type, IWARP, settings)
         self.connected = False
 
     def establish(self) -> list[WireStep]:

@@ -17,6 +17,7 @@ from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
 from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
+from models.variant import LINUX, Variant
 
 S = QPState
 SIDES = ("a", "b")
@@ -189,12 +190,12 @@ class PairModel:
     def __init__(
         self,
         qp_type: QPType,
-        table: str = "linux",
+        variant: Variant | str = LINUX,
         settings: WireSettings | None = None,
     ) -> None:
         self.qp_type = QPType(qp_type)
         self.settings = settings or WireSettings()
-        self.ends: dict[str, QPModel] = {s: QPModel(self.qp_type, table) for s in SIDES}
+        self.ends: dict[str, QPModel] = {s: QPModel(self.qp_type, variant) for s in SIDES}
         self.gone: set[str] = set()
         self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
 
@@ -241,7 +242,7 @@ class PairModel:
     def recreate(self, side: str) -> None:
         """A new QP replaces a destroyed end (it starts in RESET)."""
         old = self.ends[side]
-        self.ends[side] = QPModel(self.qp_type, old.table, old.caps)
+        self.ends[side] = QPModel(self.qp_type, old.variant, old.caps)
         self.gone.discard(side)
 
     # ------------------------------------------------------------------------------ wire

@@ -7,8 +7,8 @@ nothing" and lets the harness follow a device through an accepted (quirked)
 divergence. Automatic events (transport errors, completions) are facts and
 take effect at once.
 
-Under the `iwarp` variant (models/table.py) modify and the posts follow an iWARP
-RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
+Under a connection-managed variant (`iwarp`, models/variant.py) modify and the posts follow
+an iWARP RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
 IDLE (WRs stay queued across them), RTS is reached only through the connection
 manager, IB-only attributes are left to the driver, nothing is read back but the
 state, and where the iWARP drivers differ the expectation is "either".
@@ -19,12 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from models import rules, uverbs
-from models.attributes import DeviceCaps, broken_value_rules, rules_for
+from models.attributes import DeviceCaps, ValueRule, broken_value_rules, rules_for
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.readback import Stored
 from models.sources import MAY, Rule
-from models.table import CUR_STATE_ALLOWED_FROM, TransitionTable, variant
+from models.table import CUR_STATE_ALLOWED_FROM, Transition, TransitionTable
+from models.variant import LINUX, Variant
+from models.variant import variant as parse_variant
 
 S = QPState
 _ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
@@ -45,11 +47,11 @@ class QPModel:
     def __init__(
         self,
         qp_type: QPType,
-        table: TransitionTable | str = "linux",
+        variant: Variant | str = LINUX,
         caps: DeviceCaps | None = None,
     ) -> None:
         self.qp_type = QPType(qp_type)
-        self.table = variant(table) if isinstance(table, str) else table
+        self.variant = parse_variant(variant)
         self.caps = caps or DeviceCaps()
         self.state = S.RESET
         self.sends: list[_SendWR] = []
@@ -65,6 +67,11 @@ class QPModel:
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
+    @property
+    def table(self) -> TransitionTable:
+        """The variant's transition table."""
+        return self.variant.table
+
     @property
     def outstanding_sends(self) -> list[int]:
         """Send WRs posted and not yet completed, in posting order."""
@@ -93,87 +100,20 @@ class QPModel:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
         self._modify_mask = mask
-        iwarp = self.table.name == "iwarp"
         # what query_qp is compared with after it (iwarp: the state only)
-        checked: list[Rule] = [] if iwarp else self.stored.rules(mask)
-
-        # Where a device that wrongly accepts this modify would go (reports name the target).
-        asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
-        requested = S(asked) if asked <= S.ERR else self.state
-
-        def refuse(rule: Rule, errnos: frozenset[int] = _EINVAL) -> Expectation:
-            checked.append(rule)
-            if Attr.RATE_LIMIT in mask:
-                # RATE_LIMIT travels only in the extended command: providers using the legacy
-                # one (ibv_cmd_modify_qp) refuse it with EOPNOTSUPP before any other check.
-                errnos = errnos | {errno.EOPNOTSUPP}
-            return self._propose(
-                self._exp(
-                    "modify", Outcome.REFUSE, rule, self.state, requested, errnos=errnos,
-                    checked=checked,
-                ),
-                None,
-            )
-
-        checked.append(rules.UNKNOWN_MASK_BITS)
-        if int(mask) & ~(int(STANDARD_BITS) | int(Attr.RATE_LIMIT)):
-            return refuse(rules.UNKNOWN_MASK_BITS, frozenset({errno.EOPNOTSUPP}))
-        checked.append(rules.STATE_RANGE)
-        if (Attr.STATE in mask and attrs["qp_state"] > S.ERR) or (
-            Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
-        ):
-            return refuse(rules.STATE_RANGE)
-        if iwarp:
+        checked: list[Rule] = self.stored.rules(mask) if self.variant.reads_back_attributes else []
+        refuse = self._refuser(attrs, mask, checked)
+        refusal = self._abi_refusal(attrs, mask, checked)
+        if refusal is not None:
+            return refuse(*refusal)
+        if self.variant.connection_managed:
             return self._modify_iwarp(attrs, mask, checked, refuse)
-
-        if self.table.name == "linux":
-            mask, attrs, refusal, consulted = uverbs.rewrite(
-                self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
-            )
-            checked.extend(consulted)
-            if refusal is not None:
-                return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
-
-        cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
-        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
-        if Attr.CUR_STATE in mask:
-            checked.append(rules.CUR_STATE_ALLOWED)
-            if cur not in CUR_STATE_ALLOWED_FROM:
-                return refuse(rules.CUR_STATE_ALLOWED)
-
-        entry = self.table.lookup(self.qp_type, cur, nxt)
-        if entry is None:
-            return refuse(self.table.invalid_rule(cur, nxt))
-        checked.append(entry.rule)
-        if mask & entry.required != entry.required:
-            missing = "|".join(Attr(entry.required & ~int(mask)).names())
-            return refuse(self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}"))
-        extra = int(mask) & ~int(entry.allowed)
-        if extra:
-            extra_names = "|".join(Attr(extra).names())
-            return refuse(self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}"))
-
-        checked.extend(rules_for(mask, self.table.name))
-        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
-        strict = [vr for vr in broken if vr.rule.kind != MAY]
-        if strict:
-            return refuse(strict[0].rule, strict[0].errnos)
-
-        outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
-        if broken:  # only "may" rules: the driver refuses the value or stores it masked
-            outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
-        elif Attr.CUR_STATE in mask and cur != self.state:
-            outcome, rule = Outcome.EITHER, rules.CUR_STATE_ASSUMED
-            checked.append(rule)
-        exp, effect = self._transition(nxt, attrs, mask, outcome, rule, checked)
-        if errnos is not None:
-            exp = replace(exp, errnos=errnos)
-        return self._propose(exp, effect)
+        return self._modify_ib(attrs, mask, checked, refuse)
 
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state (under one of the names
         `reported()` allows)."""
-        rule = rules.IWARP_QUERY if self.table.name == "iwarp" else rules.QUERY
+        rule = self.variant.query_rule
         return self._propose(
             self._exp(
                 "query", Outcome.ACCEPT, rule, self.state, checked=[rule, *self.stored.rules()]
@@ -191,7 +131,7 @@ class QPModel:
     def post_send(self, wr_id: int) -> Expectation:
         """post_send of one signaled WR."""
         st = self.state
-        if self.table.name == "iwarp":
+        if self.variant.connection_managed:
             return self._post_iwarp("send", wr_id)
         if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
             exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
@@ -216,7 +156,7 @@ class QPModel:
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
-        if self.table.name == "iwarp":
+        if self.variant.connection_managed:
             return self._post_iwarp("recv", wr_id)
         if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
             exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
@@ -342,6 +282,129 @@ class QPModel:
             events=(event,),
         )
 
+    # ------------------------------------------------------------------------ modify_qp
+    def _refuser(
+        self, attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> Callable[..., Expectation]:
+        """refuse(rule, errnos=EINVAL): this modify refused by `rule`, the QP left where it is
+        (a device that wrongly accepts it is followed to the state it asked for)."""
+        asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
+        requested = S(asked) if asked <= S.ERR else self.state
+        # RATE_LIMIT travels only in the extended command: providers using the legacy one
+        # (ibv_cmd_modify_qp) refuse it with EOPNOTSUPP before any other check.
+        legacy = frozenset({errno.EOPNOTSUPP}) if Attr.RATE_LIMIT in mask else frozenset()
+
+        def refuse(rule: Rule, errnos: frozenset[int] = _EINVAL) -> Expectation:
+            checked.append(rule)
+            return self._propose(
+                self._exp(
+                    "modify", Outcome.REFUSE, rule, self.state, requested, errnos=errnos | legacy,
+                    checked=checked,
+                ),
+                None,
+            )
+
+        return refuse
+
+    @staticmethod
+    def _abi_refusal(
+        attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> tuple[Rule, frozenset[int]] | None:
+        """What uverbs refuses of any modify on any device, with its errnos: a mask bit the
+        ABI does not define, a state out of range. None: neither."""
+        checked.append(rules.UNKNOWN_MASK_BITS)
+        if int(mask) & ~(int(STANDARD_BITS) | int(Attr.RATE_LIMIT)):
+            return rules.UNKNOWN_MASK_BITS, frozenset({errno.EOPNOTSUPP})
+        checked.append(rules.STATE_RANGE)
+        if (Attr.STATE in mask and attrs["qp_state"] > S.ERR) or (
+            Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
+        ):
+            return rules.STATE_RANGE, _EINVAL
+        return None
+
+    def _through_uverbs(
+        self, attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> tuple[Attr, Mapping[str, int], tuple[Rule, frozenset[int]] | None]:
+        """The mask and attributes uverbs hands the driver (models/uverbs.py), and its
+        refusal with the errnos (None: it lets the modify through)."""
+        mask, rewritten, refusal, consulted = uverbs.rewrite(
+            self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
+        )
+        checked.extend(consulted)
+        if refusal is None:
+            return mask, rewritten, None
+        return mask, rewritten, (refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
+
+    def _modify_ib(
+        self,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        checked: list[Rule],
+        refuse: Callable[..., Expectation],
+    ) -> Expectation:
+        """modify_qp on an InfiniBand or RoCE QP, after the checks every device gets: uverbs
+        (under the Linux ABI), the table, the attribute values, then the transition."""
+        if self.variant.enforces_linux_abi:
+            mask, attrs, refusal = self._through_uverbs(attrs, mask, checked)
+            if refusal is not None:
+                return refuse(*refusal)
+        cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
+        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
+        entry = self._table_entry(cur, nxt, mask, checked)
+        if isinstance(entry, Rule):
+            return refuse(entry)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:
+            return refuse(strict[0].rule, strict[0].errnos)
+        outcome, rule, errnos = self._table_verdict(entry, broken, cur, mask, checked)
+        exp, effect = self._transition(nxt, attrs, mask, outcome, rule, checked)
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
+
+    def _table_entry(
+        self, cur: QPState, nxt: QPState, mask: Attr, checked: list[Rule]
+    ) -> Transition | Rule:
+        """The table's entry for cur -> nxt under this mask, or the rule that refuses it:
+        CUR_STATE given where it may not be, no entry, a required bit missing, or a bit the
+        entry does not allow (ib_modify_qp_is_ok(): the variant refuses extra bits)."""
+        if Attr.CUR_STATE in mask:
+            checked.append(rules.CUR_STATE_ALLOWED)
+            if cur not in CUR_STATE_ALLOWED_FROM:
+                return rules.CUR_STATE_ALLOWED
+        entry = self.table.lookup(self.qp_type, cur, nxt)
+        if entry is None:
+            return self.table.invalid_rule(cur, nxt)
+        checked.append(entry.rule)
+        if mask & entry.required != entry.required:
+            missing = "|".join(Attr(entry.required & ~int(mask)).names())
+            return self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}")
+        extra = int(mask) & ~int(entry.allowed)
+        if extra:
+            extra_names = "|".join(Attr(extra).names())
+            return self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}")
+        return entry
+
+    def _table_verdict(
+        self,
+        entry: Transition,
+        broken: list[ValueRule],
+        cur: QPState,
+        mask: Attr,
+        checked: list[Rule],
+    ) -> tuple[Outcome, Rule, frozenset[int] | None]:
+        """A modify the table allows: accepted by its entry, unless a "may" value rule is
+        broken (the driver refuses the value or stores it masked) or CUR_STATE names another
+        state than the QP's (the driver may trust it or not): then either."""
+        if broken:
+            return Outcome.EITHER, broken[0].rule, broken[0].errnos
+        if Attr.CUR_STATE in mask and cur != self.state:
+            checked.append(rules.CUR_STATE_ASSUMED)
+            return Outcome.EITHER, rules.CUR_STATE_ASSUMED, None
+        return Outcome.ACCEPT, entry.rule, None
+
     # ------------------------------------------------------------------------------ iWARP
     def _modify_iwarp(
         self,
@@ -357,20 +420,17 @@ class QPModel:
         RATE_LIMIT refused, the iwarp table from the QP's own state (CUR_STATE is not
         checked), a "may" entry or an IB-only attribute lets the driver refuse.
         """
-        if self.qp_type not in self.table.qp_types:
+        if self.qp_type not in self.variant.qp_types:
             exp = self._exp("modify", Outcome.REFUSE, rules.IWARP_RC_ONLY, self.state)
             return self._propose(exp, None)
         if Attr.RATE_LIMIT in mask:
             checked.append(rules.IWARP_RATE_LIMIT)
             return refuse(rules.IWARP_RATE_LIMIT, frozenset({errno.EOPNOTSUPP}))
-        mask, attrs, refusal, consulted = uverbs.rewrite(
-            self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
-        )
-        checked.extend(consulted)
+        mask, attrs, refusal = self._through_uverbs(attrs, mask, checked)
         if refusal is not None:
-            return refuse(refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
-        checked.extend(rules_for(mask, self.table.name))
-        broken = broken_value_rules(attrs, mask, self.caps, self.table.name)
+            return refuse(*refusal)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
         strict = [vr for vr in broken if vr.rule.kind != MAY]
         if strict:  # uverbs and core: before any driver
             return refuse(strict[0].rule, strict[0].errnos)
@@ -381,6 +441,26 @@ class QPModel:
         if entry is None:
             return refuse(self.table.invalid_rule(cur, nxt, self.qp_type))
         checked.append(entry.rule)
+        outcome, rule, errnos = self._iwarp_verdict(entry, attrs, mask, broken, checked)
+        exp, effect = self._transition_iwarp(
+            entry.after, entry.may_land, mask, attrs, outcome, rule, checked
+        )
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
+
+    def _iwarp_verdict(
+        self,
+        entry: Transition,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        broken: list[ValueRule],
+        checked: list[Rule],
+    ) -> tuple[Outcome, Rule, frozenset[int] | None]:
+        """A modify the iwarp table has an entry for: accepted, or either when the drivers
+        differ on it (a "may" entry), the mask holds IB-only bits, CUR_STATE names another
+        state (not checked), or a "may" value rule is broken; the first reason names it."""
+        cur = self.state
         outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
         if entry.rule.kind == MAY:
             outcome = Outcome.EITHER
@@ -394,12 +474,7 @@ class QPModel:
                 outcome, rule = Outcome.EITHER, rules.IWARP_CUR_STATE
         if broken and outcome is Outcome.ACCEPT:  # only "may" value rules are left
             outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
-        exp, effect = self._transition_iwarp(
-            entry.after, entry.may_land, mask, attrs, outcome, rule, checked
-        )
-        if errnos is not None:
-            exp = replace(exp, errnos=errnos)
-        return self._propose(exp, effect)
+        return outcome, rule, errnos
 
     def _transition_iwarp(
         self,
@@ -454,7 +529,7 @@ class QPModel:
         """post_send/post_recv on an iWARP QP: accepted in IDLE (receives) and RTS; elsewhere
         the provider may refuse, and an accepted WR is held (a send in IDLE) or flushed."""
         st, verb = self.state, f"post_{queue}"
-        if self.qp_type not in self.table.qp_types:  # no such QP: any errno
+        if self.qp_type not in self.variant.qp_types:  # no such QP: any errno
             return self._propose_post(
                 self._exp(verb, Outcome.REFUSE, rules.IWARP_RC_ONLY, st), wr_id
             )

@@ -22,9 +22,12 @@ iWARP connection manager, and query_qp reading IDLE back as INIT (see IWARP_REPO
 Its entries are "must" where siw, cxgb4 and irdma's iWARP path agree and "may" where
 they differ; a "may" entry lets the driver refuse the modify, and `lands` says where an
 accepted one leaves the QP when that is not the state asked for.
+
+The tables are built here (`linux_table`, `ibta_table`, `iwarp_table`); the variants
+themselves, each with its table and what else the model asks of it, are models/variant.py's.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from models import rules
@@ -165,8 +168,6 @@ IBTA_EXTRA: dict[tuple[QPState, QPState], Source] = {
 #: (first test in ib_modify_qp_is_ok(), for the drivers that call it).
 CUR_STATE_ALLOWED_FROM = frozenset({S.RTR, S.RTS, S.SQD, S.SQE})
 
-VARIANTS = ("linux", "ibta", "iwarp")
-
 #: States and QP types that are optional features: a device may lack them.
 OPTIONAL_STATES = frozenset({S.SQD, S.SQE})
 OPTIONAL_TYPES = frozenset({T.RAW_PACKET, T.XRC_SEND, T.XRC_RECV})
@@ -206,12 +207,29 @@ class Transition:
         return self.nxt if self.lands is None else self.lands
 
 
-class TransitionTable:
-    """A variant of the transition table, queried per QP type and state pair.
+def kernel_invalid(cur: QPState, nxt: QPState) -> Source:
+    """Why the Linux table refuses a pair: qp_state_table has no entry for it."""
+    return kernel_table(cur.name, nxt.name)
 
-    `qp_types` are the types the variant knows (iwarp: RC); `reports` maps a state to the
-    states query_qp may name for it (absent: the state itself); `invalid` holds the rule
-    of a pair that has its own reason to be refused (iwarp: RTS needs a connection).
+
+def spec_invalid(cur: QPState, nxt: QPState) -> Source:
+    """Why the IBTA refuses a pair: the spec defines only the transitions it shows."""
+    return ibta("ch. 10.3.1 QP state transitions", "Only the transitions shown are defined.")
+
+
+def iwarp_invalid(cur: QPState, nxt: QPState) -> Source:
+    """Why an iWARP RNIC refuses a pair: no iWARP driver accepts it."""
+    return iwarp_drivers("no iWARP driver accepts it (see IWARP_TABLE in models/table.py)")
+
+
+class TransitionTable:
+    """One variant's transition table, queried per QP type and state pair.
+
+    `name` prefixes its rule ids; `qp_types` are the types the variant knows (iwarp: RC);
+    `reports` maps a state to the states query_qp may name for it (absent: the state
+    itself); `invalid` holds the rule of a pair that has its own reason to be refused
+    (iwarp: RTS needs a connection); `invalid_source` says where any other missing pair
+    is refused (the kernel's table, the spec, the iWARP drivers).
     """
 
     def __init__(
@@ -222,6 +240,7 @@ class TransitionTable:
         reports: Mapping[QPState, frozenset[QPState]] | None = None,
         invalid: Mapping[tuple[QPState, QPState], Rule] | None = None,
         naming: Mapping[QPState, Rule] | None = None,
+        invalid_source: Callable[[QPState, QPState], Source] = kernel_invalid,
     ):
         self.name = name
         self._entries = entries
@@ -229,6 +248,7 @@ class TransitionTable:
         self._reports = dict(reports or {})
         self._invalid = dict(invalid or {})
         self._naming = dict(naming or {})
+        self._invalid_source = invalid_source
 
     def reported(self, state: QPState) -> frozenset[QPState]:
         """The states query_qp may report for a QP in `state` (usually just `state`)."""
@@ -266,16 +286,10 @@ class TransitionTable:
             return rules.IWARP_RC_ONLY
         if (cur, nxt) in self._invalid:
             return self._invalid[(cur, nxt)]
-        if self.name == "ibta":
-            src = ibta("ch. 10.3.1 QP state transitions", "Only the transitions shown are defined.")
-        elif self.name == "iwarp":
-            src = iwarp_drivers("no iWARP driver accepts it (see IWARP_TABLE in models/table.py)")
-        else:
-            src = kernel_table(cur.name, nxt.name)
         return Rule(
             f"{self.name}.transition.invalid.{cur.name}->{nxt.name}",
             f"{cur.name}->{nxt.name} is not a valid transition",
-            src,
+            self._invalid_source(cur, nxt),
             kind=MUST,
             layer=DRIVER,
         )
@@ -299,14 +313,18 @@ def _mask_text(mask: Attr) -> str:
     return "|".join(mask.names()) or "nothing"
 
 
-def _build(name: str) -> TransitionTable:
+def _build(
+    name: str,
+    extra: Mapping[tuple[QPState, QPState], Source],
+    invalid_source: Callable[[QPState, QPState], Source],
+) -> TransitionTable:
+    """LINUX_TABLE plus `extra` (pairs only the spec has), its rules named after `name`."""
     pairs: dict[tuple[QPState, QPState], tuple[dict, dict, Source, str]] = {
         pair: (req, opt, kernel_table(pair[0].name, pair[1].name), DRIVER)
         for pair, (req, opt) in LINUX_TABLE.items()
     }
-    if name == "ibta":
-        for pair, src in IBTA_EXTRA.items():
-            pairs[pair] = ({}, {}, src, SPEC)  # Linux refuses these: only the spec has them
+    for pair, src in extra.items():
+        pairs[pair] = ({}, {}, src, SPEC)  # Linux refuses these: only the spec has them
     entries = {}
     for (cur, nxt), (req, opt, src, layer) in pairs.items():
         for qp_type in QPType:
@@ -320,7 +338,17 @@ def _build(name: str) -> TransitionTable:
                 layer=layer,
             )
             entries[(qp_type, cur, nxt)] = Transition(qp_type, cur, nxt, required, optional, rule)
-    return TransitionTable(name, entries)
+    return TransitionTable(name, entries, invalid_source=invalid_source)
+
+
+def linux_table() -> TransitionTable:
+    """The `linux` variant's table: LINUX_TABLE, refusals cited from the kernel's table."""
+    return _build("linux", {}, kernel_invalid)
+
+
+def ibta_table() -> TransitionTable:
+    """The `ibta` variant's table: LINUX_TABLE plus IBTA_EXTRA, refusals cited from the spec."""
+    return _build("ibta", IBTA_EXTRA, spec_invalid)
 
 
 # ------------------------------------------------------------------------------- iWARP
@@ -558,7 +586,8 @@ IWARP_INVALID: dict[tuple[QPState, QPState], Rule] = {
 }
 
 
-def _build_iwarp() -> TransitionTable:
+def iwarp_table() -> TransitionTable:
+    """The `iwarp` variant's table: IWARP_TABLE for RC, IWARP_REPORTED, IWARP_INVALID."""
     entries = {}
     for (cur, nxt), e in IWARP_TABLE.items():
         rule = Rule(
@@ -581,19 +610,5 @@ def _build_iwarp() -> TransitionTable:
         )
     naming = dict.fromkeys((S.RESET, S.RTR), rules.IWARP_IDLE_REPORTED)
     return TransitionTable(
-        "iwarp", entries, frozenset({T.RC}), IWARP_REPORTED, IWARP_INVALID, naming
+        "iwarp", entries, frozenset({T.RC}), IWARP_REPORTED, IWARP_INVALID, naming, iwarp_invalid
     )
-
-
-_TABLES = {name: _build(name) for name in VARIANTS if name != "iwarp"}
-_TABLES["iwarp"] = _build_iwarp()
-
-
-def variant(name: str) -> TransitionTable:
-    """The transition table of a named variant ("linux", "ibta" or "iwarp")."""
-    try:
-        return _TABLES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown model variant {name!r}: choose one of {', '.join(VARIANTS)}"
-        ) from None

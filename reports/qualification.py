@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from models import rules as model_rules_module
+from models.capabilities import Capabilities
 from models.catalog import POST_VERBS, post_expectation, variant_rules
 from models.enums import STATES, QPType
 from models.sources import Rule
-from models.table import variant as table_variant
+from models.variant import Variant
+from models.variant import variant as parse_variant
 from qpconform.engine.choices import inconsistent
 from reports.quirk_matches import quirk_matches, with_provenance
 
@@ -112,7 +114,7 @@ def _name(value: Any) -> str:
     return text.rsplit(".", 1)[-1] if text.startswith(("QPType.", "QPState.")) else text
 
 
-def model_rules(variant: str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
+def model_rules(variant: Variant | str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
     """Every rule of one model variant that a run on these QP types can exercise
     (models/catalog.py), in the report's order: by section, then by id."""
     found = variant_rules(variant, qp_types)
@@ -175,9 +177,9 @@ def modify_pairs(step: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     return pairs
 
 
-def transition_matrices(run: Mapping[str, Any], variant: str) -> list[dict[str, Any]]:
+def transition_matrices(run: Mapping[str, Any], variant: Variant | str) -> list[dict[str, Any]]:
     """Per QP type, current state x next state: legal or not, and what modify did there."""
-    table = table_variant(variant)
+    table = parse_variant(variant).table
     states = [s.name for s in STATES]
     out = []
     for qp_name in _qp_types(run):
@@ -234,7 +236,7 @@ def _short(exp: Any) -> str:
     return "started" if exp.verb == "post_send" else "queued"
 
 
-def post_matrix(run: Mapping[str, Any], variant: str) -> dict[str, Any]:
+def post_matrix(run: Mapping[str, Any], variant: Variant | str) -> dict[str, Any]:
     """post_send/post_recv x state, over every QP type: what the model expects, what happened."""
     states = [s.name for s in STATES]
     cells: dict[str, dict[str, dict[str, Any]]] = {}
@@ -454,12 +456,13 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     `base` is where relative reproducer paths are looked up (the run's directory).
     """
     settings = dict(run.get("settings", {}))
-    variant = settings.get("variant", "linux")
+    variant = parse_variant(settings.get("variant", "linux"))  # the run record's name
     qp_types = _qp_types(run)
     catalog = model_rules(variant, qp_types)
     divs = run.get("divergences", [])
     profile = run.get("quirk_profile", {})
     base_path = Path(base) if base is not None else None
+    lacking = missing_features(divs, profile)
     return {
         "schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,
@@ -473,7 +476,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "identity": dict(run.get("identity", {})),
         "identity_rows": identity_rows(run.get("identity", {})),
         "setting_rows": setting_rows(settings, run.get("started")),
-        "settings": {**settings, "variant": variant, "qp_types": qp_types},
+        "settings": {**settings, "variant": variant.name, "qp_types": qp_types},
         "verdict": verdict(run),
         "transitions": transition_matrices(run, variant),
         "post": post_matrix(run, variant),
@@ -492,7 +495,8 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "coverage": coverage(run, catalog),
         "choices": choice_rows(run.get("choices", {}), catalog, run.get("situations", {})),
         "inconsistent_choices": unreported_inconsistencies(run),
-        "missing_features": missing_features(divs, profile),
+        "missing_features": lacking,
+        "capabilities": Capabilities.of(variant, [row["feature"] for row in lacking]).to_json(),
     }
 
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from models.attributes import PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, AccessFlag, Attr, QPState, QPType
 from models.reach import reachable_states
-from models.table import TransitionTable, variant
+from models.table import TransitionTable
+from models.variant import LINUX, Variant
+from models.variant import variant as parse_variant
 
 S = QPState
 
@@ -164,10 +166,10 @@ def _unknown_type(table: TransitionTable, qp_type: QPType, feature: str) -> Grou
 
 # --------------------------------------------------------------------- transitions
 def transition_groups(
-    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+    variant: Variant | str = LINUX, qp_types: Iterable[QPType] | None = None
 ) -> list[Group]:
     """Every transition test for every (cur, next) pair of the 7x7 states, per QP type."""
-    table = variant(variant_name)
+    table = parse_variant(variant).table
     groups: list[Group] = []
     for qp_type in _types(qp_types):
         unknown = _unknown_type(table, qp_type, "transitions")
@@ -370,10 +372,10 @@ def _value_label(value: int | Bound) -> str:
 
 
 def attribute_groups(
-    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+    variant: Variant | str = LINUX, qp_types: Iterable[QPType] | None = None
 ) -> list[Group]:
     """Boundary values of every value rule, each at the transition that takes the attribute."""
-    table = variant(variant_name)
+    table = parse_variant(variant).table
     groups: list[Group] = []
     for qp_type in _types(qp_types):
         unknown = _unknown_type(table, qp_type, "attributes")
@@ -409,10 +411,10 @@ POST_STATES: tuple[QPState, ...] = (S.RESET, S.INIT, S.RTR, S.RTS, S.SQD, S.SQE,
 
 
 def post_groups(
-    variant_name: str = "linux", qp_types: Iterable[QPType] | None = None
+    variant: Variant | str = LINUX, qp_types: Iterable[QPType] | None = None
 ) -> list[Group]:
     """post_send / post_recv in each state, and what must become of the WR afterwards."""
-    table = variant(variant_name)
+    table = parse_variant(variant).table
     groups: list[Group] = []
     for qp_type in _types(qp_types):
         unknown = _unknown_type(table, qp_type, "post rules")

@@ -16,6 +16,7 @@ import pytest
 from models.attributes import DeviceCaps
 from models.enums import QPState, QPType
 from models.reach import reachable_states
+from models.variant import Variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker, Unreachable
@@ -43,12 +44,15 @@ def parametrize(metafunc: pytest.Metafunc, argname: str, groups: Iterable[Group]
     metafunc.parametrize(argname, params)
 
 
-def check_session(group: Group, qp_types: Sequence[QPType], variant: str, generated: str) -> None:
-    """Skip a QP type the session does not run; refuse cases generated for another variant."""
-    if variant != generated:
+def check_session(
+    group: Group, qp_types: Sequence[QPType], variant: Variant, generated: str
+) -> None:
+    """Skip a QP type the session does not run; refuse cases generated for another variant
+    (`generated`: the name collection_variant() found)."""
+    if variant.name != generated:
         pytest.fail(
             f"cases were generated for model variant {generated!r} but the session runs "
-            f"{variant!r}: the plugin's variant option must have dest 'variant'",
+            f"{variant.name!r}: the plugin's variant option must have dest 'variant'",
             pytrace=False,
         )
     if group.qp_type not in qp_types:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from models.enums import QPType
+from models.variant import Variant
 from qpconform.engine.device import Device
 from qpconform.engine.lone import Checker
 from suites import steps
@@ -28,7 +29,7 @@ def test_attribute(
     checker: Checker,
     device: Device,
     qp_types: Sequence[QPType],
-    variant: str,
+    variant: Variant,
     request: pytest.FixtureRequest,
 ) -> None:
     """modify_qp with one boundary value (all else valid) matches the model."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from models.enums import QPType
+from models.variant import Variant
 from qpconform.engine.device import Device
 from qpconform.engine.lone import Checker
 from suites import steps
@@ -27,7 +28,7 @@ def test_post(
     checker: Checker,
     device: Device,
     qp_types: Sequence[QPType],
-    variant: str,
+    variant: Variant,
     request: pytest.FixtureRequest,
 ) -> None:
     """A post in group.cur is accepted or refused as the model says, and its WR's fate too."""

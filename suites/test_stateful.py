@@ -16,6 +16,7 @@ import pytest
 
 from fixtures.budget import Budget
 from fixtures.environment import current_test
+from models.variant import Variant
 from qpconform import bench
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import StepRecorder
@@ -61,7 +62,7 @@ def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any
 def test_qp_state_machine(
     device: Device,
     qp_types: Sequence[Any],
-    variant: str,
+    variant: Variant,
     quirks: Quirks | None,
     run_recorder: StepRecorder,
     delivery_log: DeliveryLog,

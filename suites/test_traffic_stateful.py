@@ -68,7 +68,7 @@ def test_traffic_state_machine(
     def make() -> PairHarness:
         return make_pair(qp_type, connect=False)
 
-    if variant == "iwarp":
+    if variant.connection_managed:
         if qp_type != QPType.RC:
             pytest.skip(f"iWARP QPs are RC only: no {qp_type.name} pair (iwarp.qp_type.rc_only)")
         machine = iwarp_machine_for(make, chosen_faults())

@@ -33,7 +33,8 @@ from models.attributes import DeviceCaps, broken_value_rules
 from models.enums import MTU, STANDARD_BITS, AccessFlag, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, Outcome
 from models.sources import CORE, UVERBS
-from models.table import CUR_STATE_ALLOWED_FROM, variant
+from models.table import CUR_STATE_ALLOWED_FROM
+from models.variant import LINUX
 from qpconform.engine.device import AttrValues
 from tests.fake_device import ACCEPTED, Behaviour, FakeDevice, FakeQP, Verdict
 
@@ -47,7 +48,7 @@ RDMA_CORE = "56.1"
 RDMA_CORE_OLD = "46.0"
 #: iboe_get_mtu() of a netdev with jumbo frames (9000) and of a plain 1500-byte Ethernet one
 JUMBO, ETHERNET_1500 = MTU.MTU_4096, MTU.MTU_1024
-_LINUX = variant("linux")
+_LINUX = LINUX.table
 _REFUSED = Verdict(False, errno.EINVAL)
 _REMOTE_ACCESS = AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ | AccessFlag.REMOTE_ATOMIC
 
@@ -67,7 +68,7 @@ def reaches_driver(qp: FakeQP, attrs: AttrValues, mask: Attr) -> tuple[Attr, dic
         qp.qp_type, attrs, mask, qp.model.port, caps.privileged_qkey
     )
     kernel = [
-        vr for vr in broken_value_rules(given, seen, caps, "linux")
+        vr for vr in broken_value_rules(given, seen, caps, LINUX)
         if vr.rule.layer in (UVERBS, CORE)
     ]
     if refusal is not None or kernel:

@@ -200,6 +200,7 @@ def test_the_suites_know_every_divergence_and_report_lacks_and_choices(
     assert report["verdict"]["code"] == "conformant-with-known-divergences"
     lacks = MISSING.get(run.driver, {})
     assert {r["feature"]: r["quirk"] for r in report["missing_features"]} == lacks
+    assert {f for f, has in report["capabilities"].items() if not has} == set(lacks)
     choices = {r["rule"]: set(r["choices"]) for r in report["choices"]}
     assert choices == CHOICES[run_id]
 

@@ -182,6 +182,10 @@ def test_the_report_names_the_variant_and_the_devices_naming(tmp_path: Path) -> 
     rows = {r["rule"]: r for r in report["choices"]}
     assert rows["iwarp.query.idle_state"]["choices"] == {"as INIT": 3}
     assert report["verdict"]["code"] == "conformant"
+    # what the iwarp variant rules out, at a glance (models/capabilities.py)
+    assert {f for f, has in report["capabilities"].items() if not has} == {
+        "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT"
+    }
     rc = next(m for m in report["transitions"] if m["qp_type"] == "RC")
     assert not rc["cells"]["INIT"]["RTS"]["legal"]
     assert rc["cells"]["INIT"]["RTS"]["rule"] == "iwarp.transition.invalid.INIT->RTS"

@@ -23,7 +23,7 @@ RC = QPType.RC
 
 
 def _harness(fault: str | None = None) -> PairHarness:
-    h = PairHarness(FakePair(RC, fault, iwarp=True), sink=None, time_scale=0.01, table="iwarp")
+    h = PairHarness(FakePair(RC, fault, iwarp=True), sink=None, time_scale=0.01, variant="iwarp")
     h.connect()
     return h
 
@@ -137,7 +137,7 @@ def _machine(fault: str | None):
 
     def make() -> PairHarness:
         return PairHarness(
-            FakePair(RC, fault, iwarp=True), sink=None, time_scale=0.01, table="iwarp"
+            FakePair(RC, fault, iwarp=True), sink=None, time_scale=0.01, variant="iwarp"
         )
 
     machine = iwarp_machine_for(make)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from models.table import VARIANTS
+from models.variant import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from models.enums import STATES, Attr, EventType, QPState, QPType, WCStatus
 from models.outcomes import Outcome
 from models.qp import QPModel
 from models.sources import DRIVER, KINDS, LAYERS, MAY, MUST, PROVIDER
-from models.table import VARIANTS, variant
+from models.variant import VARIANTS, variant
 from reports.qualification import model_rules
 from tests.sequences import VALID_ATTRS
 
@@ -61,7 +61,7 @@ EXPECTED[(S.ERR, S.INIT)] = (MAY, S.INIT)  # cxgb4 IDLE, siw stays ERROR, irdma 
 for _nxt in (S.RTR, S.RTS, S.SQD, S.SQE):
     EXPECTED[(S.ERR, _nxt)] = (MAY, S.ERR)
 
-TABLE = variant("iwarp")
+TABLE = variant("iwarp").table
 
 
 def model(state: QPState = S.RESET, qp_type: QPType = QPType.RC) -> QPModel:
@@ -111,7 +111,7 @@ def test_only_a_connection_reaches_rts() -> None:
                 seen.add(nxt)
                 todo.append(nxt)
     assert seen == {S.RESET, S.INIT, S.RTR, S.ERR}
-    assert S.RTS in variant("linux").moves_to(QPType.RC, S.RTR)
+    assert S.RTS in variant("linux").table.moves_to(QPType.RC, S.RTR)
 
 
 def test_query_names() -> None:
@@ -125,7 +125,7 @@ def test_query_names() -> None:
     assert TABLE.naming_rule(S.INIT) is None
     for name in ("linux", "ibta"):
         for state in STATES:
-            assert variant(name).reported(state) == {state}
+            assert variant(name).table.reported(state) == {state}
 
 
 def _iwarp_rules() -> dict[str, object]:

@@ -20,7 +20,7 @@ from models.outcomes import Expectation, Outcome
 from models.pair import Fault, Op, PairModel
 from models.qp import QPModel
 from models.sources import KINDS, LAYERS, MAY, SPEC, Rule, Source
-from models.table import VARIANTS, variant
+from models.variant import VARIANTS, variant
 from qpconform.engine import pair as engine_pair
 from reports.qualification import model_rules
 from tests.sequences import VALID_ATTRS
@@ -53,7 +53,7 @@ def _expectations(var: str) -> Iterator[Expectation]:
     """Every kind of expectation the lone model gives, over all types and states: each
     table entry with its exact, optional, missing and extra masks, out-of-range values
     where the entry takes them, the invalid pairs, and the posts."""
-    table = variant(var)
+    table = variant(var).table
     for caps in CAPS:
         for qp_type in QPType:
             for cur in STATES:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from models.enums import Attr
-from models.table import IBTA_EXTRA, VARIANTS
+from models.table import IBTA_EXTRA
+from models.variant import VARIANTS
 from tests import kernel_table
 
 ROOT = Path(__file__).resolve().parent.parent

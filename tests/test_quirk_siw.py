@@ -152,7 +152,7 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
     def run(fault: str) -> PairHarness:
         pair = FakePair(QPType.RC, fault, iwarp=True)
         h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01,
-                        table="iwarp")
+                        variant="iwarp")
         h.connect()
         h.post_recv("a")
         h.post_send("a", fault=Fault.BAD_LKEY)
@@ -172,7 +172,7 @@ def _bad_lkey_pair(fault: str, kernel: str):
     from tests.fake_pair import FakePair
 
     pair = FakePair(QPType.RC, fault, iwarp=True)
-    h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, table="iwarp")
+    h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, variant="iwarp")
     h.connect()
     h.post_recv("a")
     h.post_send("a", fault=Fault.BAD_LKEY)
@@ -205,7 +205,7 @@ def test_terminate_keeping_its_receives_is_known_but_a_close_keeping_them_is_not
 
     def close(fault: str, how: QPState) -> PairHarness:
         pair = FakePair(QPType.RC, fault, iwarp=True)
-        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, table="iwarp")
+        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
         h.connect()
         h.post_recv("a")
         h.post_recv("b")
@@ -234,7 +234,7 @@ def test_a_receive_posted_while_closing_and_never_flushed_is_known_a_wrong_statu
 
     def closing_then_recv(fault: str) -> PairHarness:
         pair = FakePair(QPType.RC, fault, iwarp=True)
-        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, table="iwarp")
+        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
         h.connect()
         h.modify("a", how)
         h.post_recv("a")

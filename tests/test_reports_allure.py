@@ -24,13 +24,13 @@ IDENTITY = {
 }
 
 LABELLED_TEST = """
-from models.table import variant
+from models.variant import variant
 from models.enums import QPState, QPType
 from reports import allure_labels
 
 def test_rts(tmp_path):
     allure_labels.set_device({identity!r})
-    rule = variant("linux").lookup(QPType.RC, QPState.RTR, QPState.RTS).rule
+    rule = variant("linux").table.lookup(QPType.RC, QPState.RTR, QPState.RTS).rule
     allure_labels.label_test("transitions", QPType.RC, "RTR->RTS", rule)
     script = tmp_path / "repro.py"
     script.write_text("print('reproduce')\\n")

@@ -15,7 +15,7 @@ import pytest
 
 from models.enums import MTU, Attr, QPState, QPType
 from models.qp import QPModel
-from models.table import variant
+from models.variant import variant
 from reports import cli as report_cli
 from reports import compare as report_compare
 from reports.html import render_html, verdict_line, write_reports
@@ -112,7 +112,7 @@ class _Walk:
         accepted: bool | None = None,
         mask: Attr | None = None,
     ) -> Any:
-        entry = variant("linux").lookup(self.qp_type, self.model.state, nxt)
+        entry = variant("linux").table.lookup(self.qp_type, self.model.state, nxt)
         if mask is None:
             mask = (entry.required if entry else Attr(0)) | Attr.STATE
         attrs = {**VALID, "qp_state": int(nxt)}

@@ -13,7 +13,7 @@ from models.attributes import PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, Attr, QPState, QPType
 from models.outcomes import Outcome
 from models.qp import QPModel
-from models.table import variant
+from models.variant import variant
 from suites import cases
 from suites.cases import Bound, Case, Group
 
@@ -94,7 +94,7 @@ def test_rc_init_rtr_exact_and_missing() -> None:
 
 @pytest.mark.parametrize("var", VARIANTS)
 def test_extra_bits_are_outside_the_entry(var: str) -> None:
-    table = variant(var)
+    table = variant(var).table
     extras = [c for g in cases.transition_groups(var) for c in g.cases if c.kind == "extra"]
     assert extras
     for c in extras:
@@ -106,7 +106,7 @@ def test_extra_bits_are_outside_the_entry(var: str) -> None:
 
 @pytest.mark.parametrize("var", VARIANTS)
 def test_invalid_pairs_are_state_only(var: str) -> None:
-    table = variant(var)
+    table = variant(var).table
     for g in cases.transition_groups(var):
         if g.skip is None and g.id.endswith("-invalid"):
             assert g.nxt is not None
@@ -162,7 +162,7 @@ def test_test_count_budget() -> None:
 @pytest.mark.parametrize("var", VARIANTS)
 @pytest.mark.parametrize("qp_type", [T.RC, T.UC, T.UD])
 def test_transition_cases_agree_with_the_model(var: str, qp_type: QPType) -> None:
-    table = variant(var)
+    table = variant(var).table
     for g in cases.transition_groups(var, [qp_type]):
         if g.skip is not None:
             continue

@@ -26,6 +26,8 @@ from models import readback, rules
 from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
+from models.variant import LINUX, Variant
+from models.variant import variant as parse_variant
 
 from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, VerbResult
@@ -365,7 +367,7 @@ class Checker(Engine):
     def __init__(
         self,
         device: Device,
-        variant: str = "linux",
+        variant: Variant | str = LINUX,
         quirks: Quirks | None = None,
         recorder: StepRecorder | None = None,
         settle_window: float = 0.05,
@@ -384,7 +386,7 @@ class Checker(Engine):
         judge = Judge(quirks, sink, recorder, reproducers=reproducers, test=test)
         super().__init__(judge, identity, delivery)
         self.device = device
-        self.variant = variant
+        self.variant = parse_variant(variant)
         self.completion_window = settle_window
         self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait

@@ -44,6 +44,8 @@ from models.pair import (
 )
 from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
 from models.sources import Rule
+from models.variant import LINUX, Variant
+from models.variant import variant as parse_variant
 
 from .connect import FAST, bring_up_mask
 from .core import Engine
@@ -134,21 +136,25 @@ class PairHarness(Engine):
         defer_events: bool = False,
         delivery: DeliveryLog | None = None,
         event_window: float | None = None,
-        table: str = "linux",
+        variant: Variant | str = LINUX,
         test: str | None = None,
     ) -> None:
         judge = Judge(quirks, sink, recorder, defer_events=defer_events, test=test)
         super().__init__(judge, dict(device.identity), delivery)
         self.dev = device
-        self.iwarp = table == "iwarp"
+        self.variant = parse_variant(variant)
+        # An iWARP pair (connection-managed variant): connected through rdma_cm, never
+        # reused, and a close ends the connection at the peer.
         self.model: PairModel = (
             iwarp_pair.IwarpPairModel(device.qp_type, settings)
-            if self.iwarp
-            else PairModel(device.qp_type, table, settings)
+            if self.variant.connection_managed
+            else PairModel(device.qp_type, self.variant, settings)
         )
         self.settings = settings
         scale = 1.0 if time_scale is None else time_scale
-        bound = max(settings.bound(), IWARP_CLOSE_BOUND) if self.iwarp else settings.bound()
+        bound = settings.bound()
+        if self.variant.connection_managed:  # the connection may take a while to end at the peer
+            bound = max(bound, IWARP_CLOSE_BOUND)
         self.bound = bound * scale
         self.timer_bound = TIMER_BOUND * scale
         self.quiet_window = quiet_window * scale
@@ -268,7 +274,7 @@ class PairHarness(Engine):
 
         iWARP: new QPs on both ends and a new connection (an iWARP QP is never reused: siw
         ignores RESET, and a connection ends for good)."""
-        if self.iwarp:
+        if self.variant.connection_managed:
             self.reconnect()
             return
         for side in SIDES:
@@ -310,7 +316,7 @@ class PairHarness(Engine):
 
     def connect(self) -> None:
         """Both ends to RTS (INIT, RTR, RTS on each; iWARP: INIT, then the connection)."""
-        if self.iwarp:
+        if self.variant.connection_managed:
             for side in SIDES:
                 self.bring_up(side, S.INIT)
             cast(ConnectedPairDevice, self.dev).establish()
@@ -524,7 +530,7 @@ class PairHarness(Engine):
                 and not track.model.draining
                 and time.monotonic() < deadline
             ) or (
-                self.iwarp
+                self.variant.connection_managed
                 and got.state == S.RTS
                 and track.model.state == S.ERR
                 and time.monotonic() < deadline

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from models.reach import reachable_states
-from models.table import variant
+from models.variant import LINUX, Variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
@@ -127,7 +127,7 @@ class QPMachine(RuleBasedStateMachine):
         self,
         device: Device,
         qp_types: Sequence[Any],
-        variant: str = "linux",
+        variant: Variant | str = LINUX,
         quirks: Quirks | None = None,
         config: MachineConfig = MachineConfig(),
         sink: DivergenceList | None = None,
@@ -164,7 +164,7 @@ class QPMachine(RuleBasedStateMachine):
 
     def _reachable(self, qp_type: QPType) -> list[QPState]:
         """States a modify walk reaches for this type (iwarp: not RTS, a connection's)."""
-        return reachable_states(variant(self.checker.variant), qp_type)
+        return reachable_states(self.checker.variant.table, qp_type)
 
     @initialize(target=qps, data=st.data())
     def first_qp(self, data: st.DataObject) -> CheckedQP:
@@ -361,7 +361,7 @@ def _run_seeded(example_seed: int | None, factory: Any, **kwargs: Any) -> None:
 def run_machine(
     device: Device,
     qp_types: Sequence[Any],
-    variant: str = "linux",
+    variant: Variant | str = LINUX,
     quirks: Quirks | None = None,
     *,
     config: MachineConfig = MachineConfig(),

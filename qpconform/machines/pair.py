@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
-from models.table import variant
+from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.stops import deliver_pending
 
@@ -29,7 +29,7 @@ S = QPState
 SIDES = st.sampled_from(["a", "b"])
 #: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer.
 FAULTS = frozenset({"bad_lkey", "bad_rkey", "peer"})
-_TABLE = variant("linux")
+_TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
 
 
