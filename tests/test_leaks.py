@@ -109,3 +109,18 @@ def test_librdmacm_context_is_allowed_once_and_only_on_a_device_it_used(monkeypa
     assert leaks.growth(before, {"ctx": 1, "qp": 0}, cm_connect.librdmacm_contexts("rxe0")) == {
         "ctx": (0, 1)
     }
+
+
+def test_the_verdict_waits_for_xdist_to_shut_its_workers_down() -> None:
+    """The controller's leak check must run after xdist's sessionfinish has stopped the
+    workers: librdmacm keeps each worker's verbs context until its process exits, so a
+    check before that reads 'ctx 0 -> 2' on siw (seen with -n 2). xdist's DSession
+    registers its sessionfinish without an order; ours is trylast, so it comes after."""
+    from xdist.dsession import DSession
+
+    from fixtures.verdict import RunVerdict
+
+    ours = RunVerdict.pytest_sessionfinish.pytest_impl  # type: ignore[attr-defined]
+    assert ours.get("trylast") is True
+    xdist = getattr(DSession.pytest_sessionfinish, "pytest_impl", {})
+    assert not xdist.get("trylast"), "xdist's own is trylast now: order both explicitly"
