@@ -26,7 +26,7 @@ A = Attr
 
 def iwarp_invalid(cur: QPState, nxt: QPState) -> Source:
     """Why an iWARP RNIC refuses a pair: no iWARP driver accepts it."""
-    return iwarp_drivers("no iWARP driver accepts it (see IWARP_TABLE in models/table.py)")
+    return iwarp_drivers("no iWARP driver accepts it (see IWARP_TABLE in models/iwarp_table.py)")
 
 
 _IDLE = (S.RESET, S.INIT, S.RTR)  # all three are the RDMAC verbs' Idle state
