@@ -150,6 +150,10 @@ class EventType(IntEnum):
     WQ_FATAL = 19
 
 
+#: The affiliated QP error events: each moves the QP to ERR (QPModel.async_error).
+QP_ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
+
+
 class AccessFlag(IntFlag):
     """enum ibv_access_flags: the bits meaningful for a QP's qp_access_flags."""
 

@@ -233,7 +233,7 @@ def post_rule(queue: str, state: str, accepted: bool, what: str) -> Rule:
 
 
 # ------------------------------------------------------------------------------- iWARP
-# The `iwarp` variant (models/table.py) has rules of its own: an iWARP QP is not an
+# The `iwarp` variant (models/iwarp_table.py) has rules of its own: an iWARP QP is not an
 # InfiniBand QP. Each cites the Linux iWARP drivers (siw, cxgb4, irdma's iWARP path),
 # iwcm.c, rdma-core's providers and, where they speak, the RDMAC verbs and RFC 5040/5044.
 # "must" where the drivers agree, "may" where they legitimately differ; a behaviour of

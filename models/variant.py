@@ -6,7 +6,7 @@ A run judges a device by one of three variants:
            before any driver, then the kernel's transition table (models/table.py)
     ibta   the InfiniBand specification alone: the spec's table and its strict field widths
     iwarp  an iWARP RNIC under Linux: uverbs and the core, then the RDMAC verbs' states,
-           RTS only through the connection manager (models/table.py IWARP_TABLE)
+           RTS only through the connection manager (models/iwarp_table.py IWARP_TABLE)
 
 A `Variant` holds its name, its transition table and two facts (`enforces_linux_abi`,
 `connection_managed`); everything else the code needs to know about a variant is a named
@@ -23,8 +23,9 @@ from functools import cached_property
 from models import rules
 from models.attributes import VALUE_RULES, ValueRule
 from models.enums import QPType
+from models.iwarp_table import iwarp_table
 from models.sources import Rule
-from models.table import TransitionTable, ibta_table, iwarp_table, linux_table
+from models.table import TransitionTable, ibta_table, linux_table
 
 #: Rule ids of the iWARP model's own rules start with this: only a connection-managed
 #: variant consults them.

@@ -3,26 +3,32 @@
 `build_report(run)` turns a merged run record into the dict that both the HTML
 page and report.json are made of, so the page shows nothing the JSON lacks.
 Every rule the report can list comes from the model itself (`model_rules`):
-coverage is measured against the model, not against a hand-kept list.
+coverage is measured against the model, not against a hand-kept list. The matrices are
+reports/matrices.py's, the identity, settings and choice rows reports/report_rows.py's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from models import rules as model_rules_module
 from models.capabilities import Capabilities
-from models.catalog import POST_VERBS, post_expectation, variant_rules
-from models.enums import STATES, QPType
+from models.catalog import variant_rules
 from models.sources import Rule
 from models.variant import Variant
 from models.variant import variant as parse_variant
-from qpconform.engine.choices import inconsistent
+from reports.matrices import bare_name, post_matrix, run_qp_types, transition_matrices
 from reports.quirk_matches import quirk_matches, with_provenance
+from reports.report_rows import (
+    choice_rows,
+    device_name,
+    identity_rows,
+    missing_features,
+    setting_rows,
+    unreported_inconsistencies,
+)
 
 REPORT_SCHEMA = 1
 REPORT_KIND = "qpconform-report"
@@ -39,35 +45,6 @@ VERDICT_TEXT = {
     NOT_CONFORMANT: "Not conformant",
     INCONCLUSIVE: "Inconclusive: no step was exercised",
 }
-
-#: Identity fields a qualification must show, in display order, with their labels.
-IDENTITY_FIELDS = (
-    ("device", "Device"),
-    ("vendor_id", "Vendor ID"),
-    ("vendor_part_id", "Part ID"),
-    ("fw_ver", "Firmware"),
-    ("node_guid", "Node GUID"),
-    ("driver", "Driver"),
-    ("kernel", "Kernel"),
-    ("rdma_core", "rdma-core"),
-    ("pyverbs", "pyverbs"),
-    ("link_layer", "Link layer"),
-    ("active_mtu", "Active MTU"),
-    ("port", "Port"),
-    ("gid_index", "GID index"),
-)
-_IDENTITY_ALIASES = {"firmware": "fw_ver", "name": "device"}
-#: Run settings a qualification must show, in display order, with their labels.
-SETTING_FIELDS = (
-    ("date", "Date"),
-    ("run_id", "Run id"),
-    ("hypothesis_profile", "Hypothesis profile"),
-    ("seed", "Hypothesis seed"),
-    ("replay", "Replay options"),
-    ("max_examples", "Max examples"),
-    ("stateful_step_count", "Steps per example"),
-    ("quirks", "Quirk file"),
-)
 
 RULE_GROUPS = (
     "transitions",
@@ -108,12 +85,6 @@ def rule_group(rule_id: str) -> str:
     return "completions and lifecycle"
 
 
-def _name(value: Any) -> str:
-    """ "QPType.RC" or QPType.RC -> "RC" (records may carry either)."""
-    text = getattr(value, "name", None) or str(value)
-    return text.rsplit(".", 1)[-1] if text.startswith(("QPType.", "QPState.")) else text
-
-
 def model_rules(variant: Variant | str, qp_types: Iterable[str] | None = None) -> dict[str, Rule]:
     """Every rule of one model variant that a run on these QP types can exercise
     (models/catalog.py), in the report's order: by section, then by id."""
@@ -132,142 +103,9 @@ def _rule_dict(rule: Rule) -> dict[str, str]:
     }
 
 
-def _qp_types(run: Mapping[str, Any]) -> list[str]:
-    """The QP types of the run: from its settings, else those its steps used; in ABI order."""
-    named = {_name(t) for t in run.get("settings", {}).get("qp_types", [])}
-    named |= {_name(s["qp_type"]) for s in run.get("steps", [])}
-    named |= {_name(t) for t in run.get("unsupported", {})}
-    known = [t.name for t in QPType if t.name in named]
-    return known or [t.name for t in QPType]
-
-
-def _empty_counts() -> dict[str, int]:
-    return {"total": 0, "match": 0, "known": 0, "divergence": 0}
-
-
-def _status(counts: Mapping[str, int]) -> str:
-    """A cell's colour class: the worst thing that happened in it."""
-    if counts["divergence"]:
-        return "divergence"
-    if counts["known"]:
-        return "known"
-    return "match" if counts["total"] else "unexercised"
-
-
-_PAIR_RULE = re.compile(r"^\w+\.transition\.(?:invalid|[A-Z_]+)\.([A-Z]+)->([A-Z]+)$")
-
-
-def modify_pairs(step: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """How an aggregated modify step splits over table pairs (current, requested state).
-
-    The table rule each modify consulted names its pair, whatever `target` says; the
-    steps that never reached the table (mask or range refusals) fall back to
-    state_before -> target.
-    """
-    pairs: dict[tuple[str, str], int] = {}
-    for rule_id, n in step.get("rules", {}).items():
-        found = _PAIR_RULE.match(rule_id)
-        if found:
-            pairs[found.groups()] = pairs.get(found.groups(), 0) + n
-    rest = step["count"] - sum(pairs.values())
-    if rest > 0:
-        cur = _name(step["state_before"])
-        nxt = _name(step["target"]) if step.get("target") is not None else cur
-        pairs[(cur, nxt)] = pairs.get((cur, nxt), 0) + rest
-    return pairs
-
-
-def transition_matrices(run: Mapping[str, Any], variant: Variant | str) -> list[dict[str, Any]]:
-    """Per QP type, current state x next state: legal or not, and what modify did there."""
-    table = parse_variant(variant).table
-    states = [s.name for s in STATES]
-    out = []
-    for qp_name in _qp_types(run):
-        qp_type = QPType[qp_name]
-        cells: dict[str, dict[str, dict[str, Any]]] = {}
-        for cur in STATES:
-            for nxt in STATES:
-                entry = table.lookup(qp_type, cur, nxt)
-                rule = entry.rule if entry else table.invalid_rule(cur, nxt, qp_type)
-                cells.setdefault(cur.name, {})[nxt.name] = {
-                    "legal": entry is not None,
-                    "rule": rule.id,
-                    **_empty_counts(),
-                }
-        for s in run.get("steps", []):
-            if _name(s["qp_type"]) != qp_name or s["verb"] != "modify":
-                continue
-            for (cur, nxt), n in modify_pairs(s).items():
-                cell = cells.get(cur, {}).get(nxt)
-                if cell is not None:  # else a state outside the seven: in coverage only
-                    cell["total"] += n
-                    cell[s["result"]] += n
-        for row in cells.values():
-            for cell in row.values():
-                cell["status"] = _status(cell)
-        totals = _empty_counts()
-        for row in cells.values():
-            for cell in row.values():
-                for k in totals:
-                    totals[k] += cell[k]
-        legal = [c for row in cells.values() for c in row.values() if c["legal"]]
-        out.append(
-            {
-                "qp_type": qp_name,
-                "unsupported": run.get("unsupported", {}).get(qp_name),
-                "states": states,
-                "cells": cells,
-                "totals": totals,
-                "legal_exercised": sum(1 for c in legal if c["total"]),
-                "legal_total": len(legal),
-            }
-        )
-    return out
-
-
-def _short(exp: Any) -> str:
-    """One word for a post expectation, for a matrix cell."""
-    if exp.outcome.value == "refuse":
-        return "refused"
-    if exp.completions:
-        return "flushed"
-    if exp.rule.id == model_rules_module.SQD_HOLDS_NEW_SENDS.id:
-        return "held"
-    return "started" if exp.verb == "post_send" else "queued"
-
-
-def post_matrix(run: Mapping[str, Any], variant: Variant | str) -> dict[str, Any]:
-    """post_send/post_recv x state, over every QP type: what the model expects, what happened."""
-    states = [s.name for s in STATES]
-    cells: dict[str, dict[str, dict[str, Any]]] = {}
-    for verb in POST_VERBS:
-        for state in STATES:
-            exp = post_expectation(QPType.RC, verb, state, variant)
-            cells.setdefault(verb, {})[state.name] = {
-                "rule": exp.rule.id,
-                "expect": exp.rule.summary,
-                "short": _short(exp),
-                "accepted": exp.outcome.value != "refuse",
-                "per_type": {},
-                **_empty_counts(),
-            }
-    for s in run.get("steps", []):
-        cell = cells.get(s["verb"], {}).get(_name(s["state_before"]))
-        if cell is None:
-            continue
-        cell["total"] += s["count"]
-        cell[s["result"]] += s["count"]
-        qp = _name(s["qp_type"])
-        cell["per_type"][qp] = cell["per_type"].get(qp, 0) + s["count"]
-    for row in cells.values():
-        for cell in row.values():
-            cell["status"] = _status(cell)
-    return {"verbs": list(POST_VERBS), "states": states, "cells": cells}
-
-
 def divergence_key(d: Mapping[str, Any]) -> str:
     """The identity of a divergence across runs: QP type, verb, rule and state."""
-    return " | ".join(_name(d.get(k, "")) for k in ("qp_type", "verb", "rule_id", "state"))
+    return " | ".join(bare_name(d.get(k, "")) for k in ("qp_type", "verb", "rule_id", "state"))
 
 
 def _reproducer_text(path: str | None, base: Path | None) -> str | None:
@@ -335,7 +173,7 @@ def group_divergences(
             g["tests"].append(d["test"])
     out = sorted(groups.values(), key=lambda g: g["key"])
     for g in out:
-        g["qp_type"], g["state"] = _name(g.get("qp_type", "")), _name(g.get("state", ""))
+        g["qp_type"], g["state"] = bare_name(g.get("qp_type", "")), bare_name(g.get("state", ""))
         g["shown_attrs"] = masked_attrs(g.get("attrs"), g.get("mask"))
         g["steps"] = [
             {**s, "shown_attrs": masked_attrs(s.get("attrs"), s.get("mask"))}
@@ -410,46 +248,6 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def device_name(identity: Mapping[str, Any]) -> str:
-    """The device's name, whichever key the identity uses."""
-    return str(identity.get("device") or identity.get("name") or "unknown device")
-
-
-def setting_rows(settings: Mapping[str, Any], started: str | None) -> list[dict[str, Any]]:
-    """Run settings in display order: required fields first (marked when missing)."""
-    values = dict(settings)
-    if not values.get("date") and started:
-        values["date"] = started[:10]
-    rows = [
-        {"key": k, "label": label, "value": values.get(k), "missing": values.get(k) in (None, "")}
-        for k, label in SETTING_FIELDS
-    ]
-    shown = {k for k, _ in SETTING_FIELDS} | {
-        "variant", "variant_reason", "qp_types", "hypothesis_seed"}
-    rows += [
-        {"key": k, "label": k, "value": v, "missing": False}
-        for k, v in sorted(values.items())
-        if k not in shown
-    ]
-    return rows
-
-
-def identity_rows(identity: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The device identity in display order: required fields first (marked when missing)."""
-    norm = {_IDENTITY_ALIASES.get(k, k): v for k, v in identity.items()}
-    rows = [
-        {"key": k, "label": label, "value": norm.get(k), "missing": norm.get(k) in (None, "")}
-        for k, label in IDENTITY_FIELDS
-    ]
-    shown = {k for k, _ in IDENTITY_FIELDS}
-    rows += [
-        {"key": k, "label": k, "value": v, "missing": False}
-        for k, v in sorted(norm.items())
-        if k not in shown
-    ]
-    return rows
-
-
 def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict[str, Any]:
     """The whole qualification report as JSON data, from a merged run record.
 
@@ -457,7 +255,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     """
     settings = dict(run.get("settings", {}))
     variant = parse_variant(settings.get("variant", "linux"))  # the run record's name
-    qp_types = _qp_types(run)
+    qp_types = run_qp_types(run)
     catalog = model_rules(variant, qp_types)
     divs = run.get("divergences", [])
     profile = run.get("quirk_profile", {})
@@ -498,56 +296,4 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         "missing_features": lacking,
         "capabilities": Capabilities.of(variant, [row["feature"] for row in lacking]).to_json(),
     }
-
-
-def choice_rows(
-    choices: Mapping[str, Mapping[str, int]],
-    catalog: Mapping[str, Rule],
-    situations: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
-) -> list[dict[str, Any]]:
-    """The device's characteristics: what it chose under each "may" rule, and whether it
-    chose the same way in the same situation every time (qpconform/engine/choices.py): a
-    rule chosen both ways in different situations (by value, by transition) is consistent."""
-    mixed_by_rule: dict[str, list[str]] = {}
-    for row in inconsistent(situations or {}):
-        mixed_by_rule.setdefault(row["rule"], []).append(row["situation"])
-    rows = []
-    for rule_id, seen in sorted(choices.items()):
-        rule = catalog.get(rule_id)
-        mixed = mixed_by_rule.get(rule_id, [])
-        rows.append({
-            "rule": rule_id,
-            "summary": rule.summary if rule is not None else "",
-            "choices": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
-            "consistent": not mixed,
-            "by_situation": len(seen) > 1 and not mixed,
-            "inconsistent_situations": sorted(mixed),
-        })
-    return rows
-
-
-def unreported_inconsistencies(run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Situations chosen both ways that no divergence reported: two pytest-xdist workers
-    each saw one choice, so neither could tell (a run with them fails, see fixtures/verdict.py)."""
-    reported = {
-        (d.get("rule_id"), d.get("context", {}).get("situation"))
-        for d in run.get("divergences", []) if d.get("kind") == "inconsistent"
-    }
-    return [row for row in inconsistent(run.get("situations", {}))
-            if (row["rule"], row["situation"]) not in reported]
-
-
-def missing_features(
-    divs: Iterable[Mapping[str, Any]], profile: Mapping[str, Mapping[str, str]]
-) -> list[dict[str, str]]:
-    """Capability rows: optional features the device lacks, from the quirks (with a
-    `feature`) that matched in this run; reported once each, not as divergences."""
-    rows: dict[str, dict[str, str]] = {}
-    for d in divs:
-        quirk = d.get("known_quirk")
-        feature = profile.get(quirk or "", {}).get("feature")
-        if quirk and feature and feature not in rows:
-            rows[feature] = {"feature": feature, "quirk": quirk,
-                             "provenance": profile[quirk].get("provenance", "observed")}
-    return [rows[k] for k in sorted(rows)]
 

@@ -15,12 +15,8 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import DivergenceList
-from reports.qualification import (
-    choice_rows,
-    missing_features,
-    unreported_inconsistencies,
-    verdict,
-)
+from reports.qualification import verdict
+from reports.report_rows import choice_rows, missing_features, unreported_inconsistencies
 from reports.run_record import RunRecorder, merge_runs
 from tests.fake_device import Behaviour, FakeDevice, FakeQP, Verdict
 

@@ -22,6 +22,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 qpconform/machines/lone.py's QPMachine)
     pair.py     rule set for connected pairs and the wire: PairHarness (the
                 traffic suites, the traffic machine); connect.py: bring-up values
+    pair_follow.py  PairHarness's state comparison and how it follows a device a
+                quirk covers (drains ended early or late, sends that wait for the doorbell)
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; qpconform/adapters/ implements the device protocol

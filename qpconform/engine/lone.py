@@ -13,6 +13,10 @@ and QPMachine.
 A lone QP has no wire, so the only completion the ledger may not know is that
 of a send the model knows is started (a UD send to itself): the model learns it
 (`explain_completion`). Events nobody booked are not judged.
+
+At ~500 lines this module holds the rule set's two classes, `CheckedQP` (one QP's verbs,
+state and read-back checks, bring-up) and the `Checker` that owns them; the engine itself
+is core.py's, so what is left here is the lone QP's own.
 """
 
 from __future__ import annotations

@@ -17,16 +17,14 @@ held); sends a known quirk says the device never started (`instead =
 wire ran them, they wait in the SQ, and the end's next post_send starts them; an
 event nobody booked is a divergence; a known divergence that left WRs the model
 cannot place marks the pair `desynced`, and `resync()` brings both ends through
-RESET.
+RESET. The state comparison and the following of the device are
+qpconform/engine/pair_follow.py's (`PairFollowing`, mixed into PairHarness).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
-import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from models import iwarp_pair, rules
@@ -52,7 +50,8 @@ from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
-from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks, reads_wrong
+from .pair_follow import EndState, PairFollowing, Rewind
+from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .timing import DeliveryLog
 from .track import Track
@@ -86,28 +85,7 @@ _RECORD_VERBS = {
     "state": "query",
 }
 
-@dataclass
-class _EndState:
-    """What the pair rule set knows of one end beyond its ledger."""
-
-    state_because: Because = field(default_factory=lambda: Because(STATE_RULE, -1))
-    resumed: set[int] = field(default_factory=set)  # sends started by SQD->RTS
-    early_drain: bool = False  # the device ended a drain before the model (followed)
-
-
-@dataclass
-class _Rewind:
-    """The pair just before the wire ran the sends SQD->RTS resumed on `side`: where the
-    harness goes back to when a known quirk says the device never started them."""
-
-    side: str
-    model: PairModel
-    history: dict[str, int]  # length of each end's state history then
-    because: dict[str, Because]
-    booked: set[tuple[str, int]] = field(default_factory=set)  # what the wire booked for them
-
-
-class PairHarness(Engine):
+class PairHarness(PairFollowing, Engine):
     """Drive a pair device and its PairModel in lock step; every difference is a divergence.
 
     A divergence a quirk covers is recorded as known (`known_quirk`), the harness
@@ -161,13 +139,13 @@ class PairHarness(Engine):
         self.event_window = (EVENT_WINDOW if event_window is None else event_window) * scale
         self.steps: list[dict[str, Any]] = []  # one log for both ends
         self.ends: dict[str, Track] = {}
-        self.end_state: dict[str, _EndState] = {}
+        self.end_state: dict[str, EndState] = {}
         for side in SIDES:
             self._fresh(side)
         self.desynced = False  # a known divergence left WRs the model cannot place
         self._ids: Iterator[int] = itertools.count(1)
         self._retrying = False
-        self._rewind: _Rewind | None = None  # set between a resuming modify and its settle
+        self._rewind: Rewind | None = None  # set between a resuming modify and its settle
         self._not_started: set[tuple[str, int]] = set()  # missing: never started (known)
         self._doorbell: set[str] = set()  # ends whose held sends the next post_send starts
 
@@ -178,7 +156,7 @@ class PairHarness(Engine):
             end, self.model.qp(side), self.dev.qp_type, getattr(end, "qp_num", None),
             self.steps, side=side, ledger=Ledger(),
         )
-        self.end_state[side] = _EndState()
+        self.end_state[side] = EndState()
 
     @property
     def known(self) -> list[Divergence]:
@@ -517,146 +495,3 @@ class PairHarness(Engine):
                     )
             for side, events in ws.forbidden.items():
                 self.ends[side].ledger.forbid(events, ws.forbidden_rule, origin)
-
-    def _check_states(self) -> None:
-        for track in self.tracks():
-            side = track.side
-            assert side is not None
-            got = self.dev.end(side).query()
-            deadline = time.monotonic() + self.bound
-            while (
-                got.state == S.SQD == track.model.state
-                and got.sq_draining
-                and not track.model.draining
-                and time.monotonic() < deadline
-            ) or (
-                self.variant.connection_managed
-                and got.state == S.RTS
-                and track.model.state == S.ERR
-                and time.monotonic() < deadline
-            ):  # a drain with nothing in flight ends promptly, not necessarily at once; an
-                # iWARP peer enters ERR when it sees the connection end (TCP), a moment later
-                time.sleep(0.01)
-                got = self.dev.end(side).query()
-            self._compare_state(side, got)
-
-    def _sync_state(self, side: str | None) -> None:
-        """After an automatic transition: wait (bounded) for the device to leave the old
-        state, then compare, so a known different state is followed before its flushes."""
-        assert side is not None
-        before = self.model.qp(side).state
-        got = self.dev.end(side).query()
-        deadline = time.monotonic() + self.bound
-        while got.state in (S.RTS, S.SQD) and got.state != before and time.monotonic() < deadline:
-            time.sleep(0.005)
-            got = self.dev.end(side).query()
-        self._compare_state(side, got)
-
-    def _compare_state(self, side: str, got: QueryResult) -> None:
-        track, mine = self.ends[side], self.end_state[side]
-        qp = track.model
-        if got.state not in qp.reported():  # iwarp: IDLE may read back as INIT
-            why = mine.state_because
-            d = self.divergence(
-                track, "state", why.rule, why.origin, f"state {qp.state.name}",
-                f"state {got.state.name}", [f"state={got.state.name}"],
-            )
-            quirk = self.diverge(track, d)
-            if quirk is not None and not reads_wrong(quirk):
-                self.follow_state(track, got.state, track.last())
-                mine.state_because = Because(STATE_RULE, track.last())
-        elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
-            d = self.divergence(
-                track, "state", SQ_DRAINING, track.last(), f"sq_draining={int(qp.draining)}",
-                f"sq_draining={int(got.sq_draining)}", [f"sq_draining={int(got.sq_draining)}"],
-            )
-            if self.diverge(track, d) is None:
-                return
-            if got.sq_draining:
-                self._follow_draining(side)
-            else:
-                self._follow_drained(side)
-                mine.early_drain = True  # its SQ_DRAINED may still come
-
-    def _rewind_point(self, side: str) -> None:
-        """Remember the pair as it is before the wire runs the sends SQD->RTS resumed."""
-        self._rewind = _Rewind(
-            side,
-            copy.deepcopy(self.model),
-            {s: len(self.ends[s].history) for s in SIDES},
-            {s: self.end_state[s].state_because for s in SIDES},
-        )
-
-    def _follow_not_started(self) -> None:
-        """Known missing completions of sends the device never started (SQD->RTS did not
-        resume them): go back to before the wire ran them; they wait for the doorbell.
-
-        Followed only when everything the wire booked for them went missing (the device
-        did nothing with them); otherwise the pair is desynced, as for any known loss."""
-        lost, self._not_started = self._not_started, set()
-        point = self._rewind
-        if not lost:
-            return
-        if point is None or not point.booked or lost != point.booked:
-            self.desynced = True
-            return
-        self.model = point.model
-        for s in SIDES:
-            track = self.ends[s]
-            track.model = self.model.qp(s)
-            del track.history[point.history[s]:]
-            self.end_state[s].state_because = point.because[s]
-            track.ledger.excused -= {w for side, w in lost if side == s}
-        held = sorted(w for s, w in lost if s == point.side and w in
-                      self.model.qp(point.side).outstanding_sends)
-        self.model.hold(point.side, held)
-        self.end_state[point.side].resumed -= set(held)
-        self._doorbell.add(point.side)
-        self._log_follow(point.side, f"SQD->RTS starts {held}",
-                         "not started: they wait for the next post_send (known quirk)")
-
-    def _ring_doorbell(self, side: str) -> None:
-        """An accepted post_send in RTS on an end whose held sends wait: its doorbell
-        starts them (below RTS the post rings nothing, and they wait on)."""
-        if self.model.qp(side).state != S.RTS:
-            return
-        self._doorbell.discard(side)
-        started = self.model.doorbell(side)
-        if started:
-            self._log_follow(side, "-", f"the post's doorbell starts the held sends {started}")
-
-    def _follow_draining(self, side: str) -> None:
-        """The device still drains where the model's drain is over (known): the model
-        drains on with it, so no SQ_DRAINED is owed and a drain-dependent refusal (SQD
-        exit while draining) is judged in the state the device is in."""
-        track = self.ends[side]
-        track.model.draining = True
-        track.ledger.unrequire(EventType.SQ_DRAINED)
-        self._log_follow(side, "drain over", "still draining (known quirk): the model drains on")
-
-    def _follow_drained(self, side: str) -> None:
-        """The device ended the drain early (known): its started sends are held, not done.
-
-        Sends the model already let finish on the wire (their completions, and the peer's
-        receive completions, are due) are excused: the device runs them later, if ever.
-        """
-        held = self.model.follow_drained(side)
-        mine = self.ends[side].ledger
-        peer = self.ends[self.model.peer_of(side)].ledger
-        late = [d for d in mine.due["send"] if d.completion.status == WCStatus.SUCCESS]
-        for d in late:
-            mine.due["send"].remove(d)
-            mine.excused.add(d.completion.wr_id)
-            mark = f"send_wr={d.completion.wr_id}"
-            for p in [p for p in peer.due["recv"] if mark in p.tags]:
-                peer.due["recv"].remove(p)
-                peer.excused.add(p.completion.wr_id)
-        self.desynced = self.desynced or bool(late)
-        self._log_follow(side, "drain over",
-                         f"held {held}, late {[d.completion.wr_id for d in late]}")
-
-    def _log_follow(self, side: str, expected: str, observed: str) -> None:
-        """A step in the log saying how the model followed the device."""
-        self.steps.append(
-            {"verb": "follow", "side": side, "expected": expected, "observed": observed}
-        )

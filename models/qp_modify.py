@@ -1,0 +1,335 @@
+"""modify_qp in QPModel: the checks in Linux's order, the table's verdict, the transition.
+
+`QPModify` is mixed into `QPModel` (models/qp.py), whose `modify()` calls `_modify_ib` or,
+under a connection-managed variant, `_modify_iwarp`. Its methods read and change the
+model's state and use its proposal helpers (`_propose`, `_exp`, the flush helpers): they
+are QPModel's own, kept apart so that models/qp.py holds the verbs, the automatic events
+and the WR bookkeeping, and this module how a modify is judged.
+"""
+
+import errno
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from models import rules, uverbs
+from models.attributes import ValueRule, broken_value_rules, rules_for
+from models.enums import QP_ERROR_EVENTS, STANDARD_BITS, Attr, EventType, QPState
+from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.sources import MAY, Rule
+from models.table import CUR_STATE_ALLOWED_FROM, Transition
+
+S = QPState
+_EINVAL = frozenset({errno.EINVAL})
+
+
+class QPModify:
+    """QPModel's modify_qp checks and transitions (a mixin: QPModel is its only user)."""
+
+    def _refuser(
+        self, attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> Callable[..., Expectation]:
+        """refuse(rule, errnos=EINVAL): this modify refused by `rule`, the QP left where it is
+        (a device that wrongly accepts it is followed to the state it asked for)."""
+        asked = attrs.get("qp_state", S.UNKNOWN) if Attr.STATE in mask else self.state
+        requested = S(asked) if asked <= S.ERR else self.state
+        # RATE_LIMIT travels only in the extended command: providers using the legacy one
+        # (ibv_cmd_modify_qp) refuse it with EOPNOTSUPP before any other check.
+        legacy = frozenset({errno.EOPNOTSUPP}) if Attr.RATE_LIMIT in mask else frozenset()
+
+        def refuse(rule: Rule, errnos: frozenset[int] = _EINVAL) -> Expectation:
+            checked.append(rule)
+            return self._propose(
+                self._exp(
+                    "modify", Outcome.REFUSE, rule, self.state, requested, errnos=errnos | legacy,
+                    checked=checked,
+                ),
+                None,
+            )
+
+        return refuse
+
+    @staticmethod
+    def _abi_refusal(
+        attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> tuple[Rule, frozenset[int]] | None:
+        """What uverbs refuses of any modify on any device, with its errnos: a mask bit the
+        ABI does not define, a state out of range. None: neither."""
+        checked.append(rules.UNKNOWN_MASK_BITS)
+        if int(mask) & ~(int(STANDARD_BITS) | int(Attr.RATE_LIMIT)):
+            return rules.UNKNOWN_MASK_BITS, frozenset({errno.EOPNOTSUPP})
+        checked.append(rules.STATE_RANGE)
+        if (Attr.STATE in mask and attrs["qp_state"] > S.ERR) or (
+            Attr.CUR_STATE in mask and attrs["cur_qp_state"] > S.ERR
+        ):
+            return rules.STATE_RANGE, _EINVAL
+        return None
+
+    def _through_uverbs(
+        self, attrs: Mapping[str, int], mask: Attr, checked: list[Rule]
+    ) -> tuple[Attr, Mapping[str, int], tuple[Rule, frozenset[int]] | None]:
+        """The mask and attributes uverbs hands the driver (models/uverbs.py), and its
+        refusal with the errnos (None: it lets the modify through)."""
+        mask, rewritten, refusal, consulted = uverbs.rewrite(
+            self.qp_type, attrs, mask, self.port, self.caps.privileged_qkey
+        )
+        checked.extend(consulted)
+        if refusal is None:
+            return mask, rewritten, None
+        return mask, rewritten, (refusal, uverbs.REFUSAL_ERRNOS.get(refusal.id, _EINVAL))
+
+    def _modify_ib(
+        self,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        checked: list[Rule],
+        refuse: Callable[..., Expectation],
+    ) -> Expectation:
+        """modify_qp on an InfiniBand or RoCE QP, after the checks every device gets: uverbs
+        (under the Linux ABI), the table, the attribute values, then the transition."""
+        if self.variant.enforces_linux_abi:
+            mask, attrs, refusal = self._through_uverbs(attrs, mask, checked)
+            if refusal is not None:
+                return refuse(*refusal)
+        cur = S(attrs["cur_qp_state"]) if Attr.CUR_STATE in mask else self.state
+        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
+        entry = self._table_entry(cur, nxt, mask, checked)
+        if isinstance(entry, Rule):
+            return refuse(entry)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:
+            return refuse(strict[0].rule, strict[0].errnos)
+        outcome, rule, errnos = self._table_verdict(entry, broken, cur, mask, checked)
+        exp, effect = self._transition(nxt, attrs, mask, outcome, rule, checked)
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
+
+    def _table_entry(
+        self, cur: QPState, nxt: QPState, mask: Attr, checked: list[Rule]
+    ) -> Transition | Rule:
+        """The table's entry for cur -> nxt under this mask, or the rule that refuses it:
+        CUR_STATE given where it may not be, no entry, a required bit missing, or a bit the
+        entry does not allow (ib_modify_qp_is_ok(): the variant refuses extra bits)."""
+        if Attr.CUR_STATE in mask:
+            checked.append(rules.CUR_STATE_ALLOWED)
+            if cur not in CUR_STATE_ALLOWED_FROM:
+                return rules.CUR_STATE_ALLOWED
+        entry = self.table.lookup(self.qp_type, cur, nxt)
+        if entry is None:
+            return self.table.invalid_rule(cur, nxt)
+        checked.append(entry.rule)
+        if mask & entry.required != entry.required:
+            missing = "|".join(Attr(entry.required & ~int(mask)).names())
+            return self._variant_of(entry.rule, rules.REQUIRED_MISSING, f"misses {missing}")
+        extra = int(mask) & ~int(entry.allowed)
+        if extra:
+            extra_names = "|".join(Attr(extra).names())
+            return self._variant_of(entry.rule, rules.EXTRA_BITS, f"adds {extra_names}")
+        return entry
+
+    def _table_verdict(
+        self,
+        entry: Transition,
+        broken: list[ValueRule],
+        cur: QPState,
+        mask: Attr,
+        checked: list[Rule],
+    ) -> tuple[Outcome, Rule, frozenset[int] | None]:
+        """A modify the table allows: accepted by its entry, unless a "may" value rule is
+        broken (the driver refuses the value or stores it masked) or CUR_STATE names another
+        state than the QP's (the driver may trust it or not): then either."""
+        if broken:
+            return Outcome.EITHER, broken[0].rule, broken[0].errnos
+        if Attr.CUR_STATE in mask and cur != self.state:
+            checked.append(rules.CUR_STATE_ASSUMED)
+            return Outcome.EITHER, rules.CUR_STATE_ASSUMED, None
+        return Outcome.ACCEPT, entry.rule, None
+
+    def _transition(
+        self,
+        nxt: QPState,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        outcome: Outcome,
+        rule: Rule,
+        checked: list[Rule],
+    ) -> tuple[Expectation, Callable[[], None]]:
+        """Expectation and effect of an accepted modify to nxt."""
+        cur = self.state
+        completions: tuple[ExpectedCompletion, ...] = ()
+        events: tuple[EventType, ...] = ()
+        forbidden: tuple[EventType, ...] = QP_ERROR_EVENTS
+        never_run: frozenset[int] = frozenset()
+        notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify", 0))
+
+        if nxt == S.ERR and cur != S.ERR:
+            checked.append(rules.FLUSH_ON_ERROR)
+            completions = self._flushes()
+        elif nxt == S.RESET:
+            checked.append(rules.DISCARD_ON_RESET)
+            never_run = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+        elif cur == S.RTS and nxt == S.SQD:
+            checked.append(rules.SQD_DRAINED_EVENT)
+            if not self.in_flight:
+                events, forbidden = self._drain_events(notify)
+        if nxt != S.SQD or cur != S.RTS:
+            forbidden = (*forbidden, EventType.SQ_DRAINED) if not self.draining else forbidden
+
+        def effect() -> None:
+            if nxt == S.ERR and cur != S.ERR:
+                self._flush_all()
+            elif nxt == S.RESET:
+                self._discard_all()
+            elif cur == S.RTS and nxt == S.SQD:
+                self.notify_requested, self.draining = notify, bool(self.in_flight)
+            elif nxt == S.RTS:
+                for w in self.sends:
+                    w.started = True
+            if Attr.PORT in mask:
+                self.port = attrs["port_num"]
+            if nxt == S.RESET:
+                self.stored.forget()
+            else:
+                self.stored.store(attrs, mask)
+            self._enter(nxt)
+
+        exp = self._exp(
+            "modify",
+            outcome,
+            rule,
+            cur,
+            nxt,
+            completions=completions,
+            events=events,
+            forbidden_events=forbidden,
+            never_run=never_run,
+            checked=checked,
+        )
+        return exp, effect
+
+    # ------------------------------------------------------------------------------ iWARP
+    def _modify_iwarp(
+        self,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        checked: list[Rule],
+        refuse: Callable[..., Expectation],
+    ) -> Expectation:
+        """modify_qp on an iWARP QP, after the uverbs mask and state checks every device gets.
+
+        In Linux's order: uverbs rewrites and checks the mask and values (port, AV, Q_Key),
+        the core checks GIDs and bans alternate paths (APM is IB only), then the driver:
+        RATE_LIMIT refused, the iwarp table from the QP's own state (CUR_STATE is not
+        checked), a "may" entry or an IB-only attribute lets the driver refuse.
+        """
+        if self.qp_type not in self.variant.qp_types:
+            exp = self._exp("modify", Outcome.REFUSE, rules.IWARP_RC_ONLY, self.state)
+            return self._propose(exp, None)
+        if Attr.RATE_LIMIT in mask:
+            checked.append(rules.IWARP_RATE_LIMIT)
+            return refuse(rules.IWARP_RATE_LIMIT, frozenset({errno.EOPNOTSUPP}))
+        mask, attrs, refusal = self._through_uverbs(attrs, mask, checked)
+        if refusal is not None:
+            return refuse(*refusal)
+        checked.extend(rules_for(mask, self.variant))
+        broken = broken_value_rules(attrs, mask, self.caps, self.variant)
+        strict = [vr for vr in broken if vr.rule.kind != MAY]
+        if strict:  # uverbs and core: before any driver
+            return refuse(strict[0].rule, strict[0].errnos)
+
+        cur = self.state
+        nxt = S(attrs["qp_state"]) if Attr.STATE in mask else cur
+        entry = self.table.lookup(self.qp_type, cur, nxt)
+        if entry is None:
+            return refuse(self.table.invalid_rule(cur, nxt, self.qp_type))
+        checked.append(entry.rule)
+        outcome, rule, errnos = self._iwarp_verdict(entry, attrs, mask, broken, checked)
+        exp, effect = self._transition_iwarp(
+            entry.after, entry.may_land, mask, attrs, outcome, rule, checked
+        )
+        if errnos is not None:
+            exp = replace(exp, errnos=errnos)
+        return self._propose(exp, effect)
+
+    def _iwarp_verdict(
+        self,
+        entry: Transition,
+        attrs: Mapping[str, int],
+        mask: Attr,
+        broken: list[ValueRule],
+        checked: list[Rule],
+    ) -> tuple[Outcome, Rule, frozenset[int] | None]:
+        """A modify the iwarp table has an entry for: accepted, or either when the drivers
+        differ on it (a "may" entry), the mask holds IB-only bits, CUR_STATE names another
+        state (not checked), or a "may" value rule is broken; the first reason names it."""
+        cur = self.state
+        outcome, rule, errnos = Outcome.ACCEPT, entry.rule, None
+        if entry.rule.kind == MAY:
+            outcome = Outcome.EITHER
+        if int(mask) & ~int(entry.allowed | Attr.CUR_STATE):
+            checked.append(rules.IWARP_IB_ATTRIBUTES)
+            if outcome is Outcome.ACCEPT:
+                outcome, rule = Outcome.EITHER, rules.IWARP_IB_ATTRIBUTES
+        if Attr.CUR_STATE in mask:
+            checked.append(rules.IWARP_CUR_STATE)
+            if attrs["cur_qp_state"] != cur and outcome is Outcome.ACCEPT:
+                outcome, rule = Outcome.EITHER, rules.IWARP_CUR_STATE
+        if broken and outcome is Outcome.ACCEPT:  # only "may" value rules are left
+            outcome, rule, errnos = Outcome.EITHER, broken[0].rule, broken[0].errnos
+        return outcome, rule, errnos
+
+    def _transition_iwarp(
+        self,
+        after: QPState,
+        may_land: frozenset[QPState],
+        mask: Attr,
+        attrs: Mapping[str, int],
+        outcome: Outcome,
+        rule: Rule,
+        checked: list[Rule],
+    ) -> tuple[Expectation, Callable[[], None]]:
+        """Expectation and effect of an accepted iWARP modify that leaves the QP in `after`.
+
+        Entering ERR, or closing the connection (RTS->SQD/SQE), flushes every outstanding
+        WR; IDLE to IDLE keeps them queued; a QP without a connection raises no event (one
+        with a connection may: the close is the connection manager's, not modelled yet).
+        """
+        cur = self.state
+        idle = (S.RESET, S.INIT, S.RTR)
+        flush = (after == S.ERR and cur != S.ERR) or (cur == S.RTS and after in (S.SQD, S.SQE))
+        completions: tuple[ExpectedCompletion, ...] = ()
+        forbidden: tuple[EventType, ...] = ()
+        if flush:
+            checked.append(rules.IWARP_FLUSH_ON_ERROR)
+            completions = self._flushes()
+        elif cur in idle and after in idle:
+            checked.append(rules.IWARP_IDLE_KEEPS_WRS)
+        if cur in (*idle, S.ERR):
+            checked.append(rules.IWARP_MODIFY_NO_EVENT)
+            forbidden = (*QP_ERROR_EVENTS, EventType.SQ_DRAINED)
+
+        def effect() -> None:
+            if flush:
+                self._flush_all()
+            if Attr.PORT in mask:
+                self.port = attrs["port_num"]
+            self._enter(after)
+
+        exp = self._exp(
+            "modify",
+            outcome,
+            rule,
+            cur,
+            after,
+            completions=completions,
+            forbidden_events=forbidden,
+            checked=checked,
+        )
+        return replace(exp, may_land=may_land), effect
+
+    @staticmethod
+    def _variant_of(rule: Rule, suffix: str, detail: str) -> Rule:
+        summary = f"{rule.summary}; this mask {detail}"
+        return replace(rule, id=f"{rule.id}.{suffix}", summary=summary)
