@@ -42,9 +42,7 @@ class _CountingRecorder:
         self.inner.divergence(d)
 
     def choice(self, *args: Any) -> Any:
-        if hasattr(self.inner, "choice"):
-            return self.inner.choice(*args)
-        return None
+        return self.inner.choice(*args)
 
 
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:

@@ -53,6 +53,9 @@ class Recorder:
     def divergence(self, d: Any) -> None:
         self.divergences.append(d)
 
+    def choice(self, *args: Any) -> None:
+        return None  # no characteristics kept here
+
 
 def _checker(device: FakeDevice, **kw: Any) -> Checker:
     kw.setdefault("sink", DivergenceList())

@@ -31,6 +31,9 @@ class _Steps:
     def divergence(self, d: Any) -> None:
         pass
 
+    def choice(self, *args: Any) -> None:
+        return None  # no characteristics kept here
+
 
 def _random_settings() -> Any:
     # not derandomized: without a seed, every run draws new examples

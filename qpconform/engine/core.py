@@ -205,7 +205,7 @@ class Engine:
     def record_choice(self, rule: Rule, chosen: str) -> None:
         """What the device did where a "may" rule lets it choose (the report's characteristics)."""
         recorder = self.judge.recorder
-        if recorder is not None and hasattr(recorder, "choice"):
+        if recorder is not None:
             recorder.choice(rule.id, chosen)
 
     def choose(self, track: Track, rule: Rule, chosen: str, idx: int) -> Quirk | None:
@@ -217,7 +217,7 @@ class Engine:
         if rule.id not in CONSISTENT_RULES:  # a choice that may depend on timing: recorded
             self.record_choice(rule, chosen)
             return None
-        if recorder is None or not hasattr(recorder, "choice"):
+        if recorder is None:
             return None
         key = situation(track.qp_type.name, track.steps[idx])
         where = f"{self.judge.test or 'this run'}, step {idx + 1}"

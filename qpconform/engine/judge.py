@@ -35,6 +35,13 @@ class StepRecorder(Protocol):
 
     def divergence(self, d: Any) -> None: ...
 
+    def choice(
+        self, rule_id: str, chosen: str, situation: str | None = None, where: str = ""
+    ) -> tuple[str, str] | None:
+        """The device's outcome under a "may" rule; with a situation, (earlier choice,
+        where) when the device chose otherwise there before, else None."""
+        ...
+
 
 class DivergenceError(AssertionError):
     """An unknown divergence; the message is the record's readable report."""

@@ -113,9 +113,7 @@ class _StepsOnly:
         pass
 
     def choice(self, *args: Any) -> Any:
-        if hasattr(self._recorder, "choice"):
-            return self._recorder.choice(*args)
-        return None
+        return self._recorder.choice(*args)
 
 
 class QPMachine(RuleBasedStateMachine):
