@@ -6,16 +6,23 @@ divergence record can name (the check of the quirk files' rule globs,
 qpconform/engine/quirks.py). Both are built from the `RULES` tuple each model
 module declares, the transition table, the value rules and what the model says
 about every post.
+
+`rule_scope` says which QP types a rule concerns and which optional features it needs,
+and `why_not` why a run exercised a rule zero times (a type the device refused or the
+run did not select, a feature the device lacks, or simply not reached): the report's
+coverage (reports/qualification.py, issue 24).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import cache
 
 from models import iwarp_pair, pair, pair_checks, readback, rules, uverbs
-from models.attributes import PSN_MASKED
-from models.enums import STATES, QPState, QPType
+from models.attributes import PSN_MASKED, VALUE_RULES
+from models.capabilities import FEATURES, Capabilities
+from models.enums import STATES, Attr, QPState, QPType
 from models.outcomes import Expectation
 from models.qp import QPModel
 from models.sources import Rule
@@ -105,3 +112,152 @@ def all_rules() -> dict[str, Rule]:
     for rule in (*pair_checks.RULES, *iwarp_pair.RULES):
         found.setdefault(rule.id, rule)
     return found
+
+
+# --------------------------------------------------------------------------- rule scopes
+#: The optional states: each is a feature of its own (models/capabilities.py FEATURES).
+STATE_FEATURES: dict[QPState, str] = {QPState.SQD: "SQD", QPState.SQE: "SQE"}
+#: The optional QP types: a device may lack them as a feature too.
+TYPE_FEATURES: dict[QPType, str] = {
+    QPType.XRC_SEND: "XRC", QPType.XRC_RECV: "XRC", QPType.RAW_PACKET: "RAW_PACKET"}
+_XRC = frozenset({QPType.XRC_SEND, QPType.XRC_RECV})
+#: The QP types the pair harness connects (suites/test_drain.py, test_error_handling.py).
+PAIR_TYPES = frozenset({QPType.RC, QPType.UC, QPType.UD})
+
+
+@dataclass(frozen=True)
+class RuleScope:
+    """Where a rule can be exercised: on a QP of one of `qp_types`, on a device with every
+    feature in `features` (FEATURES names)."""
+
+    qp_types: frozenset[QPType] = frozenset(QPType)
+    features: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = self.features - set(FEATURES)
+        if unknown or not self.qp_types:
+            raise ValueError(f"bad scope: types {sorted(self.qp_types)}, features {unknown}")
+
+
+def _features(qp_type: QPType | None, *states: QPState) -> frozenset[str]:
+    found = {STATE_FEATURES[s] for s in states if s in STATE_FEATURES}
+    if qp_type in TYPE_FEATURES:
+        found.add(TYPE_FEATURES[qp_type])
+    return frozenset(found)
+
+
+def _bit_types(*bits: Attr) -> frozenset[QPType]:
+    """The QP types whose table entries (any variant) require or allow one of `bits`."""
+    mask = Attr(0)
+    for bit in bits:
+        mask |= bit
+    return frozenset(
+        t.qp_type
+        for name in VARIANTS
+        for t in parse_variant(name).table
+        if (t.required | t.optional) & mask
+    )
+
+
+def _named_scopes() -> dict[str, RuleScope]:
+    """The rules whose scope their id does not carry: what each concerns, said once."""
+    sqd = RuleScope(features=frozenset({"SQD"}))
+    rc = RuleScope(frozenset({QPType.RC}))
+    scopes = {
+        rules.SQD_DRAINED_EVENT.id: sqd,
+        rules.SQD_DRAINED_UNASKED.id: sqd,
+        rules.SQD_DRAINED_OUTSIDE_SQD.id: sqd,
+        rules.SQD_DRAINED_ONCE.id: sqd,
+        rules.SQD_HOLDS_NEW_SENDS.id: sqd,
+        pair_checks.SQ_DRAINING.id: sqd,
+        rules.SQE_ON_SEND_ERROR.id: RuleScope(
+            frozenset({QPType.UC, QPType.UD}), frozenset({"SQE"})),
+        rules.ERR_ON_SEND_ERROR.id: RuleScope(frozenset({QPType.RC, QPType.XRC_SEND})),
+        uverbs.XRC_STRIP.id: RuleScope(_XRC, frozenset({"XRC"})),
+        uverbs.AV_PORT_AT_RTR.id: RuleScope(_bit_types(Attr.AV)),
+        uverbs.AV_IMPLIES_PORT.id: RuleScope(_bit_types(Attr.AV)),
+        uverbs.PORT_MATCHES_AV.id: RuleScope(_bit_types(Attr.AV)),
+        uverbs.QKEY_PRIVILEGED.id: RuleScope(_bit_types(Attr.QKEY)),
+        readback.READBACK_ROUNDED.id: RuleScope(
+            _bit_types(Attr.MAX_QP_RD_ATOMIC, Attr.MAX_DEST_RD_ATOMIC)),
+        PSN_MASKED.id: RuleScope(_bit_types(Attr.SQ_PSN, Attr.RQ_PSN)),
+        pair.SEND_DELIVERED.id: RuleScope(PAIR_TYPES),
+        pair.WRITE_DELIVERED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        pair.RC_RNR_EXHAUSTED.id: rc,
+        pair.RC_RNR_WAITING.id: rc,
+        pair.RC_RETRY_EXHAUSTED.id: rc,
+        pair.RC_BAD_RKEY.id: rc,
+        pair.UC_BAD_RKEY.id: RuleScope(frozenset({QPType.UC})),
+        pair.UNRELIABLE_DROPPED.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
+        pair.BAD_LKEY.id: RuleScope(PAIR_TYPES),
+        pair.NO_EVENT_ON_COMPLETION_ERROR.id: RuleScope(PAIR_TYPES),
+        pair.COMM_EST_ON_FIRST_PACKET.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+    }
+    for vr in VALUE_RULES:  # a value is checked on the types whose modify carries its bit
+        scopes.setdefault(vr.rule.id, RuleScope(_bit_types(vr.bit)))
+    return scopes
+
+
+@cache
+def _scopes() -> dict[str, RuleScope]:
+    """Every rule's scope, from where the model consults it: a transition rule on its QP
+    type, in its two states; an invalid pair on the types whose table lacks it, from its
+    current state; a post rule on each (type, state) whose post the model decides by it.
+    A rule consulted in several situations needs the features all of them need."""
+    situations: dict[str, list[tuple[QPType, frozenset[str]]]] = {}
+
+    def seen(rule_id: str, qp_type: QPType, features: frozenset[str]) -> None:
+        situations.setdefault(rule_id, []).append((qp_type, features))
+
+    for name in VARIANTS:
+        v = parse_variant(name)
+        table = v.table
+        for t in table:
+            feats = _features(t.qp_type, t.cur, t.nxt)
+            for suffix in ("", f".{rules.REQUIRED_MISSING}", f".{rules.EXTRA_BITS}"):
+                seen(t.rule.id + suffix, t.qp_type, feats)
+        for cur in STATES:
+            for nxt in STATES:
+                for q in table.qp_types:
+                    if table.lookup(q, cur, nxt) is None:  # requesting nxt needs no feature
+                        seen(table.invalid_rule(cur, nxt).id, q, _features(q, cur))
+        for q in table.qp_types:
+            for verb in POST_VERBS:
+                for state in STATES:
+                    seen(post_expectation(q, verb, state, v).rule.id, q, _features(q, state))
+    scopes = {
+        rule_id: RuleScope(
+            frozenset(q for q, _ in found), frozenset.intersection(*(f for _, f in found)))
+        for rule_id, found in situations.items()
+    }
+    for rule_id, scope in _named_scopes().items():  # where the model does not say it
+        scopes.setdefault(rule_id, scope)
+    return scopes
+
+
+def rule_scope(rule: Rule | str) -> RuleScope:
+    """The QP types a rule concerns and the optional features it needs (a rule the model
+    consults on any QP, e.g. a uverbs mask check: every type, no feature)."""
+    rule_id = rule if isinstance(rule, str) else rule.id
+    return _scopes().get(rule_id, RuleScope())
+
+
+#: Why a rule of the catalogue was exercised zero times (the report's `why_not`).
+TYPE_UNSUPPORTED = "type_unsupported"  #: every type it concerns: refused or not selected
+FEATURE_MISSING = "feature_missing"  #: it needs an optional feature the device lacks
+NOT_REACHED = "not_reached"  #: it applies to the device; no test of the run reached it
+WHY_NOT = (NOT_REACHED, TYPE_UNSUPPORTED, FEATURE_MISSING)
+
+
+def why_not(
+    rule: Rule | str, available: Iterable[QPType | str], capabilities: Capabilities
+) -> str:
+    """Why a rule a run never exercised was not: `available` are the QP types the run
+    selected and the device could create, `capabilities` the device's features."""
+    scope = rule_scope(rule)
+    have = {QPType[t] if isinstance(t, str) else QPType(t) for t in available}
+    if not scope.qp_types & have:
+        return TYPE_UNSUPPORTED
+    if any(not capabilities.has(f) for f in scope.features):
+        return FEATURE_MISSING
+    return NOT_REACHED
