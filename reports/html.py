@@ -111,10 +111,21 @@ def verdict_line(report: Mapping[str, Any]) -> str:
         f"qpconform verdict for {device}: {v['text'].upper()} "
         f"({v['divergences']} divergence(s), {v['known']} known, {v['stale_quirks']} stale "
         f"quirk(s){_not_provoked(v)}; {v['steps']} steps; {cov['exercised']}/{cov['total']} "
-        "model rules exercised)"
+        f"model rules exercised{_applicable(cov)})"
         + (f"; stopped early: {v['aborted']}" if v.get("aborted") else "")
         + (f"; LEAKED verbs objects: {v['leaked']}" if v.get("leaked") else "")
     )
+
+
+def _applicable(cov: Mapping[str, Any]) -> str:
+    """" (E of A applicable; N not applicable: ...)": how many of the rules the device could
+    exercise were; nothing for reports written before `applicable`."""
+    if "applicable" not in cov:
+        return ""
+    text = f" ({cov['exercised']} of {cov['applicable']} applicable"
+    if cov["not_applicable"]:
+        text += f"; {cov['not_applicable']} not applicable: unsupported types or missing features"
+    return text + ")"
 
 
 def _not_provoked(v: Mapping[str, Any]) -> str:

@@ -3,7 +3,10 @@
 `build_report(run)` turns a merged run record into the dict that both the HTML
 page and report.json are made of, so the page shows nothing the JSON lacks.
 Every rule the report can list comes from the model itself (`model_rules`):
-coverage is measured against the model, not against a hand-kept list. The matrices are
+coverage is measured against the model, not against a hand-kept list, and each rule never
+exercised says why (models/catalog.py `why_not`: a QP type refused or not selected, a
+feature the device lacks, or not reached), so the report can count the rules that apply
+to the device (`applicable`) and the ones no test reached. The matrices are
 reports/matrices.py's, the identity, settings and choice rows reports/report_rows.py's.
 """
 
@@ -15,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from models.capabilities import Capabilities
-from models.catalog import variant_rules
+from models.catalog import (
+    FEATURE_MISSING,
+    NOT_REACHED,
+    TYPE_UNSUPPORTED,
+    WHY_NOT,
+    rule_scope,
+    variant_rules,
+    why_not,
+)
+from models.enums import QPType
 from models.sources import Rule
 from models.variant import Variant
 from models.variant import variant as parse_variant
@@ -183,16 +195,53 @@ def group_divergences(
     return out
 
 
-def coverage(run: Mapping[str, Any], catalog: Mapping[str, Rule]) -> dict[str, Any]:
-    """How often each rule of the model was exercised; which never were; which were unknown."""
+def available_qp_types(run: Mapping[str, Any]) -> list[str]:
+    """The QP types the run selected and the device could create (its `unsupported` ones
+    refused create_qp), in ABI order."""
+    refused = {bare_name(t) for t in run.get("unsupported", {})}
+    return [t for t in run_qp_types(run) if t not in refused]
+
+
+def _why_not_detail(
+    reason: str, rule: Rule, run: Mapping[str, Any], capabilities: Capabilities
+) -> str:
+    """What a `why_not` reason rests on, in a few words."""
+    scope = rule_scope(rule)
+    if reason == TYPE_UNSUPPORTED:
+        refused = {bare_name(t) for t in run.get("unsupported", {})}
+        names = [t.name for t in QPType if t in scope.qp_types]
+        return "; ".join(
+            f"{t}: {'unsupported by the device' if t in refused else 'not selected'}"
+            for t in names
+        )
+    if reason == FEATURE_MISSING:
+        return "the device lacks " + ", ".join(
+            f for f in sorted(scope.features) if not capabilities.has(f))
+    return "applies to the device; no test of this run reached it"
+
+
+def coverage(
+    run: Mapping[str, Any],
+    catalog: Mapping[str, Rule],
+    capabilities: Capabilities | None = None,
+) -> dict[str, Any]:
+    """How often each rule of the model was exercised; which never were, and why (a QP type
+    the device refused or the run did not select, a feature the device lacks, or not
+    reached: models/catalog.py `why_not`); which were unknown."""
+    caps = capabilities if capabilities is not None else Capabilities()
+    available = available_qp_types(run)
     counts: dict[str, int] = {}
     for s in run.get("steps", []):
         for rule_id, n in s.get("rules", {}).items():
             counts[rule_id] = counts.get(rule_id, 0) + n
-    rules = [
-        {**_rule_dict(r), "group": rule_group(r.id), "count": counts.get(r.id, 0)}
-        for r in catalog.values()
-    ]
+    rules = []
+    for r in catalog.values():
+        row: dict[str, Any] = {
+            **_rule_dict(r), "group": rule_group(r.id), "count": counts.get(r.id, 0)}
+        if not row["count"]:
+            row["why_not"] = why_not(r, available, caps)
+            row["why_not_detail"] = _why_not_detail(row["why_not"], r, run, caps)
+        rules.append(row)
     groups = []
     for name in RULE_GROUPS:
         members = [r for r in rules if r["group"] == name]
@@ -202,18 +251,31 @@ def coverage(run: Mapping[str, Any], catalog: Mapping[str, Rule]) -> dict[str, A
                     "name": name,
                     "total": len(members),
                     "exercised": sum(1 for r in members if r["count"]),
+                    "applicable": sum(1 for r in members if _applicable(r)),
+                    "not_reached": sum(1 for r in members if r.get("why_not") == NOT_REACHED),
                 }
             )
     exercised = sum(1 for r in rules if r["count"])
+    applicable = sum(1 for r in rules if _applicable(r))
     return {
         "total": len(rules),
         "exercised": exercised,
         "percent": round(100 * exercised / len(rules), 1) if rules else 0.0,
+        "applicable": applicable,
+        "not_applicable": len(rules) - applicable,
+        "applicable_percent": round(100 * exercised / applicable, 1) if applicable else 0.0,
+        "why_not": {k: sum(1 for r in rules if r.get("why_not") == k) for k in WHY_NOT},
+        "available_qp_types": available,
         "groups": groups,
         "rules": rules,
         "never": [r["id"] for r in rules if not r["count"]],
         "outside_model": dict(sorted((k, v) for k, v in counts.items() if k not in catalog)),
     }
+
+
+def _applicable(row: Mapping[str, Any]) -> bool:
+    """Exercised, or never exercised only because no test reached it."""
+    return bool(row["count"]) or row.get("why_not") == NOT_REACHED
 
 
 def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -261,6 +323,7 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     profile = run.get("quirk_profile", {})
     base_path = Path(base) if base is not None else None
     lacking = missing_features(divs, profile)
+    capabilities = Capabilities.of(variant, [row["feature"] for row in lacking])
     return {
         "schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,
@@ -290,10 +353,10 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
             run.get("not_provoked_quirks", []), profile, False
         ),
         "unsupported": dict(run.get("unsupported", {})),
-        "coverage": coverage(run, catalog),
+        "coverage": coverage(run, catalog, capabilities),
         "choices": choice_rows(run.get("choices", {}), catalog, run.get("situations", {})),
         "inconsistent_choices": unreported_inconsistencies(run),
         "missing_features": lacking,
-        "capabilities": Capabilities.of(variant, [row["feature"] for row in lacking]).to_json(),
+        "capabilities": capabilities.to_json(),
     }
 

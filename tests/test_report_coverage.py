@@ -1,0 +1,131 @@
+"""Why the report says each never-exercised rule was not (issue 24): a QP type the device
+refused or the run did not select, an optional feature it lacks, or simply not reached;
+the applicable count in report.json, the verdict line and the page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from models.enums import QPType
+from reports.html import render_html, verdict_line, write_reports
+from reports.qualification import build_report
+from reports.run_record import RunRecorder, load_run, merge_runs, run_path
+from tests.test_reports_run import IDENTITY, KNOWN_QUIRK, _full_walk, settings, synthetic_run
+
+
+def _run_lacking_sqd(out: Path) -> list[Path]:
+    """The synthetic run (XRC_RECV refused by the device), its matched quirk saying the
+    device lacks SQD."""
+    files = synthetic_run(out)
+    gw2 = RunRecorder(IDENTITY, settings(["RC"]), worker="gw2")
+    gw2.quirks_described({KNOWN_QUIRK: {"provenance": "observed", "feature": "SQD"}})
+    files.append(gw2.write(run_path(out, "gw2")))
+    return files
+
+
+def _rules(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in report["coverage"]["rules"]}
+
+
+def test_each_unexercised_rule_says_why(tmp_path: Path) -> None:
+    report = build_report(merge_runs(_run_lacking_sqd(tmp_path / "out")))
+    assert report["capabilities"]["SQD"] is False
+    rules = _rules(report)
+    # a type the device refused (before the feature it also lacks)
+    xrc = rules["linux.transition.XRC_RECV.RTS->SQD"]
+    assert (xrc["count"], xrc["why_not"]) == (0, "type_unsupported")
+    assert xrc["why_not_detail"] == "XRC_RECV: unsupported by the device"
+    assert rules["linux.transition.XRC_RECV.RESET->INIT"]["why_not"] == "type_unsupported"
+    # an optional feature the device lacks
+    for rule_id in ("linux.transition.RC.SQD->SQD", "ibta.sqd.drained_event.once"):
+        assert rules[rule_id]["why_not"] == "feature_missing", rule_id
+        assert rules[rule_id]["why_not_detail"] == "the device lacks SQD"
+    # applicable, not reached
+    for rule_id in ("linux.transition.RC.INIT->INIT", "linux.transition.UD.RTS->RTS",
+                    "pair.rc.retry_exc", "ibta.cq.no_overrun"):
+        assert rules[rule_id]["why_not"] == "not_reached", rule_id
+    # exercised rules need no reason, whatever their scope
+    sqd = rules["linux.transition.RC.RTS->SQD"]
+    assert sqd["count"] and "why_not" not in sqd
+
+    cov = report["coverage"]
+    never = [r for r in cov["rules"] if not r["count"]]
+    assert sum(cov["why_not"].values()) == len(never) == len(cov["never"])
+    assert cov["why_not"] == {
+        k: sum(1 for r in never if r["why_not"] == k)
+        for k in ("not_reached", "type_unsupported", "feature_missing")
+    }
+    assert all(cov["why_not"].values())
+    assert cov["applicable"] == cov["exercised"] + cov["why_not"]["not_reached"]
+    assert cov["applicable"] + cov["not_applicable"] == cov["total"]
+    assert cov["available_qp_types"] == ["RC", "UC", "UD"]
+    assert sum(g["applicable"] for g in cov["groups"]) == cov["applicable"]
+    assert sum(g["not_reached"] for g in cov["groups"]) == cov["why_not"]["not_reached"]
+
+
+def test_a_type_the_run_did_not_select(tmp_path: Path) -> None:
+    rec = RunRecorder(IDENTITY, settings(["UD"]))
+    _full_walk(rec, QPType.UD, "t")
+    report = build_report(load_run(rec.write(tmp_path / "run-main.json")))
+    rules = _rules(report)
+    assert rules["pair.rc.retry_exc"]["why_not"] == "type_unsupported"
+    assert rules["pair.rc.retry_exc"]["why_not_detail"] == "RC: not selected"
+    assert rules["pair.unreliable.dropped"]["why_not"] == "not_reached"  # UC or UD
+    assert rules["uverbs.modify_qp.av_port"]["why_not"] == "type_unsupported"  # no AV on UD
+    assert report["coverage"]["why_not"]["feature_missing"] == 0
+
+
+def test_the_verdict_line_gives_the_applicable_figure(tmp_path: Path) -> None:
+    report = build_report(merge_runs(_run_lacking_sqd(tmp_path / "out")))
+    cov = report["coverage"]
+    line = verdict_line(report)
+    assert (
+        f"; {cov['exercised']}/{cov['total']} model rules exercised ({cov['exercised']} of "
+        f"{cov['applicable']} applicable; {cov['not_applicable']} not applicable: "
+        "unsupported types or missing features))"
+    ) in line
+    assert cov["exercised"] < cov["applicable"] < cov["total"]
+    # a report written before `applicable` keeps the old wording
+    old = json.loads(json.dumps(report))
+    for key in ("applicable", "not_applicable", "applicable_percent", "why_not"):
+        del old["coverage"][key]
+    assert verdict_line(old).endswith(f"{cov['exercised']}/{cov['total']} model rules exercised)")
+
+
+def test_the_page_shows_each_reason_and_the_applicable_count(tmp_path: Path) -> None:
+    report, html_path, json_path = write_reports(
+        _run_lacking_sqd(tmp_path / "out"), tmp_path / "report")
+    cov, page = report["coverage"], html_path.read_text()
+    why = cov["why_not"]
+
+    def item(rule_id: str) -> str:
+        start = page.index(f'<li><span class="mono">{rule_id.replace(">", "&gt;")}</span>')
+        return page[start:page.index("</li>", start)]
+
+    assert '<span class="why type_unsupported">type unsupported</span>' in item(
+        "linux.transition.XRC_RECV.RTS->SQD")
+    assert "(XRC_RECV: unsupported by the device)" in item("linux.transition.XRC_RECV.RTS->SQD")
+    assert '<span class="why feature_missing">feature missing</span>' in item(
+        "linux.transition.RC.SQD->SQD")
+    assert "(the device lacks SQD)" in item("ibta.sqd.drained_event.once")
+    assert '<span class="why not_reached">not reached</span>' in item(
+        "linux.transition.RC.INIT->INIT")
+    assert (
+        f"Rules never exercised ({len(cov['never'])}: {why['not_reached']} not reached, "
+        f"{why['type_unsupported']} type unsupported, {why['feature_missing']} feature missing)"
+    ) in page
+    assert f"<b>{cov['exercised']}/{cov['applicable']}</b> of the rules applicable" in page
+    assert f"{cov['applicable']} of the {cov['total']} rules apply to this device" in page
+    # a report.json written before the reasons still renders, without them
+    old = json.loads(json_path.read_text())
+    for key in ("applicable", "not_applicable", "applicable_percent", "why_not"):
+        del old["coverage"][key]
+    for rule in old["coverage"]["rules"]:
+        rule.pop("why_not", None)
+        rule.pop("why_not_detail", None)
+    for group in old["coverage"]["groups"]:
+        del group["applicable"], group["not_reached"]
+    old_page = render_html(old)
+    assert "Rules never exercised" in old_page and 'class="why' not in old_page
