@@ -118,14 +118,14 @@ def verdict_line(report: Mapping[str, Any]) -> str:
 
 
 def _applicable(cov: Mapping[str, Any]) -> str:
-    """" (E of A applicable; N not applicable: ...)": how many of the rules the device could
-    exercise were; nothing for reports written before `applicable`."""
+    """", E of A applicable, N not applicable to this device": how many of the rules the
+    device could exercise were; nothing for reports written before `applicable`."""
     if "applicable" not in cov:
         return ""
-    text = f" ({cov['exercised']} of {cov['applicable']} applicable"
+    text = f", {cov['exercised']} of {cov['applicable']} applicable"
     if cov["not_applicable"]:
-        text += f"; {cov['not_applicable']} not applicable: unsupported types or missing features"
-    return text + ")"
+        text += f", {cov['not_applicable']} not applicable to this device"
+    return text
 
 
 def _not_provoked(v: Mapping[str, Any]) -> str:
