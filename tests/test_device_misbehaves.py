@@ -66,3 +66,31 @@ def test_a_garbage_qp_state_is_a_clear_error():
     text = str(exc.value)
     assert "ibv_query_qp on UD#4: qp_state returned QPState 9" in text
     assert f"{int(QPState.ERR)} ERR" in text and "garbage" in text
+
+
+def test_a_context_is_owned_before_anything_else_can_interrupt(monkeypatch) -> None:
+    """A timeout or Ctrl-C that lands while the new Context's event fd is looked up: the
+    Context is already on the stack, so the stack closes it (seen in CI: it was a local of
+    the interrupted frame, kept alive by pytest's last traceback, and the leak check counted
+    it as 'ctx 0 -> 1')."""
+    from types import SimpleNamespace as NS
+
+    from qpconform.adapters.resources import ResourceStack
+
+    closed: list[str] = []
+    calls = iter([set(), KeyboardInterrupt()])
+
+    def event_fds() -> set[int]:
+        value = next(calls)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    monkeypatch.setattr(pd, "_event_fds", event_fds)
+    pv = NS(device=NS(Context=lambda name: NS(close=lambda: closed.append(name))))
+    stack = ResourceStack()
+    with pytest.raises(KeyboardInterrupt):
+        pd.open_context(pv, "rxe0", stack, "context")
+    assert stack.labels() == ["context"]
+    stack.close()
+    assert closed == ["rxe0"]

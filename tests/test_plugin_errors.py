@@ -598,6 +598,9 @@ def test_a_stop_a_gc_callback_swallowed_is_still_delivered(
     arm = "signal.signal(signal.SIGALRM, signal.getsignal(signal.SIGALRM))"
     suite = SWALLOWED_STOP.format(arm=arm, signal="SIGINT" if how == "interrupt" else "SIGALRM")
     present = "import fixtures.guards\nfixtures.guards.device_present = lambda name: True\n"
+    # Ctrl-C live as in a terminal, even when this run's parent ignores SIGINT (a background
+    # job does: Python then keeps SIG_IGN, and qpconform leaves an ignored SIGINT alone)
+    present += "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
     result = _run(pytester, "suites", "--device", "rxe0", "--timeout=60", fake=True, suite=suite,
                   conftest=present)
     report = json.loads((pytester.path / "out" / "report.json").read_text())

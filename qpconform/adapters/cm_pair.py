@@ -154,8 +154,8 @@ def own_qp(end: CMEnd) -> None:
     from pyverbs.qp import QP, QPCap, QPInitAttr
 
     st = end.stack
-    opened = open_context(pc.load(), end.device)
-    end.ctx = st.push(opened.ctx, f"{end.role} context")
+    opened = open_context(pc.load(), end.device, st, f"{end.role} context")
+    end.ctx = opened.ctx
     end.async_fd = opened.async_fd
     end.pd = st.push(PD(end.ctx), f"{end.role} pd")
     end.mr = st.push(MR(end.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), f"{end.role} mr")

@@ -109,9 +109,12 @@ class _Opened:
     async_fd: int | None
 
 
-def open_context(pv: pc.Pyverbs, name: str) -> _Opened:
+def open_context(pv: pc.Pyverbs, name: str, stack: ResourceStack, label: str) -> _Opened:
+    """A new Context on `name`, on `stack` the moment it exists: a timeout or Ctrl-C that
+    lands while its event fd is looked up must not leave it to a traceback (pytest keeps
+    the last one: the run's leak check then counted it, seen in CI)."""
     before = _event_fds()
-    ctx = pv.device.Context(name=name)
+    ctx = stack.push(pv.device.Context(name=name), label)
     new = _event_fds() - before
     return _Opened(ctx, new.pop() if len(new) == 1 else None)
 
@@ -168,8 +171,8 @@ class PyverbsQP:
 
     def _create(self) -> None:
         pv, st = self._pv, self._stack
-        opened = open_context(pv, self.device.name)
-        self.ctx = st.push(opened.ctx, "context")
+        opened = open_context(pv, self.device.name, st, "context")
+        self.ctx = opened.ctx
         self.async_fd = opened.async_fd
         self.event_fd = opened.async_fd  # the engine select()s on it with the other QPs'
         self.pd = st.push(pv.pd.PD(self.ctx), "pd")
