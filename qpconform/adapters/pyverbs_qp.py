@@ -89,16 +89,21 @@ def _verb_failure(exc: BaseException) -> VerbResult:
     return VerbResult(False, code, f"{type(exc).__name__}: {exc}")
 
 
-def _event_fds() -> set[int]:
-    """This process' fds that are uverbs event files (async or completion channel)."""
+def fds_linked_to(target: str) -> set[int]:
+    """This process' fds whose /proc/self/fd link reads `target` (one kind of file)."""
     found = set()
     for name in os.listdir("/proc/self/fd"):
         try:
-            if os.readlink(f"/proc/self/fd/{name}") == EVENT_FD_LINK:
+            if os.readlink(f"/proc/self/fd/{name}") == target:
                 found.add(int(name))
-        except OSError:
+        except OSError:  # closed while we looked
             continue
     return found
+
+
+def _event_fds() -> set[int]:
+    """This process' fds that are uverbs event files (async or completion channel)."""
+    return fds_linked_to(EVENT_FD_LINK)
 
 
 @dataclass
