@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 
-from models import iwarp_pair, pair, pair_checks, readback, rules, uverbs
+from models import iwarp_pair, operations, pair, pair_checks, readback, rules, uverbs
 from models.attributes import PSN_MASKED, VALUE_RULES
 from models.capabilities import FEATURES, Capabilities
 from models.enums import STATES, Attr, QPState, QPType
@@ -90,7 +90,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, readback):
+    for module in (rules, pair, operations, readback):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -192,7 +192,10 @@ def _named_scopes() -> dict[str, RuleScope]:
         pair.BAD_LKEY.id: RuleScope(PAIR_TYPES),
         pair.NO_EVENT_ON_COMPLETION_ERROR.id: RuleScope(PAIR_TYPES),
         pair.COMM_EST_ON_FIRST_PACKET.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        operations.READ_DELIVERED.id: rc,
     }
+    for rule in operations.RULES:  # the rest concern every connected type
+        scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))
     for vr in VALUE_RULES:  # a value is checked on the types whose modify carries its bit
         scopes.setdefault(vr.rule.id, RuleScope(_bit_types(vr.bit)))
     return scopes

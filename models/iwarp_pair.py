@@ -17,6 +17,7 @@ Every decision names its rule, like models/pair.py.
 from dataclasses import replace
 
 from models.enums import EventType, QPState, QPType, WCStatus
+from models.operations import READ_DELIVERED
 from models.outcomes import Expectation, Outcome
 from models.pair import (
     _ERROR_EVENTS,
@@ -27,6 +28,7 @@ from models.pair import (
     PairModel,
     WireSettings,
     WireStep,
+    checking,
 )
 from models.qp import QPModel
 from models.sources import (
@@ -156,6 +158,8 @@ RULES: tuple[Rule, ...] = (
 class IwarpPairModel(PairModel):
     """Expected behaviour of two iWARP RC QPs and the one connection between them."""
 
+    iwarp = True
+
     def __init__(self, qp_type: QPType, settings: WireSettings | None = None) -> None:
         super().__init__(qp_type, IWARP, settings)
         self.connected = False
@@ -191,6 +195,10 @@ class IwarpPairModel(PairModel):
             if fault is Fault.BAD_RKEY:
                 return BAD_STAG, WCStatus.SUCCESS, "terminate"
             return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
+        if op is Op.RDMA_READ:
+            if fault is Fault.BAD_RKEY:
+                raise ValueError("the iWARP model has no rule yet for a READ with a bad STag")
+            return READ_DELIVERED, WCStatus.SUCCESS, "none"
         if peer.recvs:
             return SEND_DELIVERED, WCStatus.SUCCESS, "recv"
         return NO_RECEIVE, WCStatus.SUCCESS, "terminate"
@@ -205,11 +213,12 @@ class IwarpPairModel(PairModel):
         wr_id = req.in_flight[0]
         rule, status, at_peer = self.decide(side)
         assert status is not None
-        self._ops.pop((side, wr_id), None)
+        op, _ = self._ops.pop((side, wr_id), (Op.SEND, Fault.NONE))
         effects: list[tuple[str, Expectation]] = []
         if at_peer == "recv":
-            effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
-        done = req.send_completed(status)
+            got = self.ends[peer_side].recv_completed(WCStatus.SUCCESS, op.recv_opcode)
+            effects.append((peer_side, checking(got)))
+        done = checking(req.send_completed(status, op.send_opcode))
         if status != WCStatus.SUCCESS:  # the QP left RTS: _close_if_left ends the connection
             done = replace(
                 done,

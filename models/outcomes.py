@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from enum import Enum
 
-from models.enums import EventType, QPState, WCStatus
+from models.enums import EventType, QPState, WCOpcode, WCStatus
 from models.sources import Rule
 
 
@@ -17,11 +17,21 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class ExpectedCompletion:
-    """A work completion that must appear on the queue's CQ."""
+    """A work completion that must appear on the queue's CQ.
+
+    `opcode` and `imm_data` are checked when `opcode` is given and the completion is
+    successful (an error completion's other fields are undefined). `signaled` is
+    False for an unsignaled send WR (its error completion has a rule of its own).
+    """
 
     wr_id: int
     queue: str  # "send" or "recv"
     status: WCStatus
+    # What a completion says beyond its status; not part of its identity (==), which is
+    # the WR, the queue and the status: the engine checks them on their own (their rules).
+    opcode: WCOpcode | None = field(default=None, compare=False)
+    imm_data: int | None = field(default=None, compare=False)  # None: it carries none
+    signaled: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,8 @@ class Expectation:
     produce a completion at all. `events` must appear; `forbidden_events` must not;
     `allowed_events` may appear once each, or not at all (a "may" rule, e.g. COMM_EST).
     `may_land` are other states an accepted modify may leave the QP in (a "may" rule of
-    the iwarp table: drivers differ on whether the move happens).
+    the iwarp table: drivers differ on whether the move happens). `silent` are unsignaled
+    send WRs that completed successfully: they produce no completion.
     """
 
     verb: str
@@ -49,6 +60,7 @@ class Expectation:
     checked: tuple[Rule, ...] = field(default=(), compare=False)
     allowed_events: tuple[EventType, ...] = ()
     may_land: frozenset[QPState] = frozenset()
+    silent: frozenset[int] = frozenset()
 
     def state_after(self, accepted: bool) -> QPState:
         """The state the QP must be in once the verb returned; a failed verb changes nothing."""

@@ -10,10 +10,19 @@ Every decision names its rule, like models/rules.py.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.operations import (
+    COMPLETION_OPCODE,
+    IMM_DELIVERED,
+    READ_DELIVERED,
+    UNSIGNALED_SILENT,
+    Op,
+    imm_for,
+    ops_for,
+)
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
 from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
@@ -31,19 +40,12 @@ _UNRELIABLE = "ch. 9.8 Unreliable service"
 _STATES = "ch. 10.3.1 QP states"
 
 
-class Op(StrEnum):
-    """The send operations the pair model knows."""
-
-    SEND = "send"
-    RDMA_WRITE = "write"
-
-
 class Fault(StrEnum):
     """A fault planted in one send WR."""
 
     NONE = "none"
     BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
-    BAD_RKEY = "bad_rkey"  # an RDMA WRITE names a remote key the responder does not have
+    BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
 
 
 # ---------------------------------------------------------------------------------- rules
@@ -64,7 +66,8 @@ WRITE_DELIVERED = Rule(
 )
 RC_RNR_EXHAUSTED = Rule(
     "pair.rc.rnr_retry_exc",
-    "an RC SEND meeting an empty receive queue is RNR NAKed; after rnr_retry retries (7 = "
+    "an RC SEND (or WRITE with immediate) meeting an empty receive queue is RNR NAKed; "
+    "after rnr_retry retries (7 = "
     "forever) the requester completes it with RNR_RETRY_EXC_ERR and enters ERR",
     ibta(_TRANSPORT + ", RNR NAK and ch. 10.8.3 Completion status", "RNR Retry Counter Exceeded"),
     kind=MUST,
@@ -72,7 +75,8 @@ RC_RNR_EXHAUSTED = Rule(
 )
 RC_RNR_WAITING = Rule(
     "pair.rc.rnr_wait",
-    "with rnr_retry = 7 an RNR-NAKed SEND is retried until a receive is posted",
+    "with rnr_retry = 7 an RNR-NAKed SEND (or WRITE with immediate) is retried until a "
+    "receive is posted",
     ibta(_TRANSPORT + ", RNR NAK", "a value of 7 indicates infinite retry"),
     kind=MUST,
     layer=DRIVER,
@@ -95,7 +99,8 @@ UNRELIABLE_DROPPED = Rule(
 )
 RC_BAD_RKEY = Rule(
     "pair.rc.bad_rkey",
-    "an RC RDMA WRITE with an invalid rkey is NAKed (Remote Access Error): the requester "
+    "an RC RDMA WRITE or READ with an invalid rkey is NAKed (Remote Access Error): the "
+    "requester "
     "completes it with REM_ACCESS_ERR and enters ERR; the responder enters ERR with the "
     "QP_ACCESS_ERR affiliated event (Local Access Violation Work Queue Error)",
     ibta(
@@ -108,8 +113,8 @@ RC_BAD_RKEY = Rule(
 )
 UC_BAD_RKEY = Rule(
     "pair.uc.bad_rkey",
-    "a UC RDMA WRITE with an invalid rkey is dropped by the responder; the requester completes "
-    "it with SUCCESS (unreliable: no NAK)",
+    "a UC RDMA WRITE (with or without immediate) with an invalid rkey is dropped by the "
+    "responder; the requester completes it with SUCCESS (unreliable: no NAK)",
     ibta(_UNRELIABLE + ", responder error behavior", "the packet is silently dropped"),
     kind=MUST,
     layer=DRIVER,
@@ -199,6 +204,9 @@ class PairModel:
         self.gone: set[str] = set()
         self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
 
+    #: An iWARP pair model (models/iwarp_pair.py) carries iWARP's operations.
+    iwarp = False
+
     # ------------------------------------------------------------------------ navigation
     @staticmethod
     def peer_of(side: str) -> str:
@@ -215,15 +223,24 @@ class PairModel:
         return self.ends[side].modify(attrs, mask)
 
     def post_send(
-        self, side: str, wr_id: int, op: Op = Op.SEND, fault: Fault = Fault.NONE
+        self,
+        side: str,
+        wr_id: int,
+        op: Op = Op.SEND,
+        fault: Fault = Fault.NONE,
+        signaled: bool = True,
     ) -> Expectation:
-        """post_send of one signaled WR of `op` carrying `fault` (commit with apply)."""
-        if op is Op.RDMA_WRITE and self.qp_type == QPType.UD:
-            raise ValueError("UD has no RDMA WRITE")
-        if fault is Fault.BAD_RKEY and op is not Op.RDMA_WRITE:
-            raise ValueError("a bad rkey only means something for RDMA WRITE")
+        """post_send of one WR of `op` carrying `fault` (commit with apply); an unsignaled
+        one completes only if it ends in error."""
+        if op not in ops_for(self.qp_type, self.iwarp):
+            raise ValueError(f"{self.qp_type.name} carries no {op.name}")
+        if fault is Fault.BAD_RKEY and (not op.remote or op.consumes_recv):
+            # With immediate data a bad rkey may meet an empty receive queue too: which error
+            # wins is the responder's order of checks (rxe: the receive first, RNR), which
+            # the spec does not fix. The model plants bad rkeys on WRITE and READ only.
+            raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
         self._ops[(side, wr_id)] = (op, fault)
-        return self.ends[side].post_send(wr_id)
+        return self.ends[side].post_send(wr_id, signaled)
 
     def post_recv(self, side: str, wr_id: int) -> Expectation:
         """post_recv on one end (commit with apply)."""
@@ -286,14 +303,16 @@ class PairModel:
             if reliable:
                 return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
+        if op.remote and fault is Fault.BAD_RKEY:
+            if reliable:
+                return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
+            return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
+        if op is Op.RDMA_READ:
+            return READ_DELIVERED, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_WRITE:
-            if fault is Fault.BAD_RKEY:
-                if reliable:
-                    return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
-                return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
             return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
         if peer.recvs:
-            return SEND_DELIVERED, WCStatus.SUCCESS, "recv"
+            return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
         if self.settings.rnr_retry >= RNR_INFINITE:
@@ -311,13 +330,18 @@ class PairModel:
         peer_side = self.peer_of(side)
         effects: list[tuple[str, Expectation]] = []
         forbidden: dict[str, tuple[EventType, ...]] = {}
-        arrives = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))[1] is not Fault.BAD_LKEY
+        op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[peer_side]
-        if arrives and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
+        if fault is not Fault.BAD_LKEY and peer.awaiting_first_packet and (
+            self.qp_type in _COMM_EST_TYPES
+        ):
             effects.append((peer_side, self._first_packet(peer_side)))
         if at_peer == "recv":
-            effects.append((peer_side, self.ends[peer_side].recv_completed(WCStatus.SUCCESS)))
-        effects.append((side, req.send_completed(status)))
+            imm = imm_for(wr_id) if op.carries_imm else None
+            got = peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm)
+            effects.append((peer_side, checking(got)))
+        sent = req.send_completed(status, op.send_opcode)
+        effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
             forbidden[side] = _ERROR_EVENTS
         if at_peer == "access_error":
@@ -371,6 +395,18 @@ class PairModel:
         for w in waiting:
             w.started = True
         return [w.wr_id for w in waiting]
+
+
+def checking(exp: Expectation) -> Expectation:
+    """A wire step's expectation `exp`, naming the rules its completions (or their absence)
+    also check: a successful completion's opcode and immediate data, an unsignaled WR's
+    silence."""
+    extra: tuple[Rule, ...] = ()
+    if any(c.opcode is not None and c.status == WCStatus.SUCCESS for c in exp.completions):
+        extra += (COMPLETION_OPCODE,)
+    if exp.silent:
+        extra += (UNSIGNALED_SILENT,)
+    return replace(exp, checked=exp.checked + extra) if extra else exp
 
 
 def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:

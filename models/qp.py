@@ -19,11 +19,11 @@ state, and where the iWARP drivers differ the expectation is "either".
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models import rules
 from models.attributes import DeviceCaps
-from models.enums import QP_ERROR_EVENTS, Attr, EventType, QPState, QPType, WCStatus
+from models.enums import QP_ERROR_EVENTS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp_modify import QPModify
 from models.readback import Stored
@@ -41,6 +41,7 @@ _NO_RQ_TYPES = frozenset({QPType.XRC_SEND, QPType.XRC_RECV})
 class _SendWR:
     wr_id: int
     started: bool  # False while held in SQD: posted but not yet handed to the transport
+    signaled: bool = True  # False: no completion unless it ends in error
 
 
 class QPModel(QPModify):
@@ -130,11 +131,11 @@ class QPModel(QPModify):
         back as INIT, and a closing QP may already read back as where the close ends."""
         return self.table.reported(self.state if state is None else state)
 
-    def post_send(self, wr_id: int) -> Expectation:
-        """post_send of one signaled WR."""
+    def post_send(self, wr_id: int, signaled: bool = True) -> Expectation:
+        """post_send of one WR (unsignaled: it completes only if it ends in error)."""
         st = self.state
         if self.variant.connection_managed:
-            return self._post_iwarp("send", wr_id)
+            return self._post_iwarp("send", wr_id, signaled)
         if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
             exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
             return self._propose_post(exp, wr_id)
@@ -143,7 +144,7 @@ class QPModel(QPModify):
             return self._propose_post(self._exp("post_send", Outcome.REFUSE, rule, st), wr_id)
         if st in (S.SQE, S.ERR):
             rule = rules.post_rule("send", st.name, True, "accepted and completed with flush error")
-            flush = (ExpectedCompletion(wr_id, "send", WCStatus.WR_FLUSH_ERR),)
+            flush = (ExpectedCompletion(wr_id, "send", WCStatus.WR_FLUSH_ERR, signaled=signaled),)
             exp = self._exp("post_send", Outcome.ACCEPT, rule, st, completions=flush)
             return self._propose(exp, None, wr_id)
         started = st == S.RTS
@@ -153,7 +154,9 @@ class QPModel(QPModify):
             else rules.SQD_HOLDS_NEW_SENDS
         )
         exp = self._exp("post_send", Outcome.ACCEPT, rule, st)
-        return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, started)), wr_id)
+        return self._propose(
+            exp, lambda: self.sends.append(_SendWR(wr_id, started, signaled)), wr_id
+        )
 
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
@@ -204,26 +207,32 @@ class QPModel(QPModify):
                 self.never_run.add(wr_id)
 
     # ------------------------------------------------------------------- automatic events
-    def send_completed(self, status: WCStatus = WCStatus.SUCCESS) -> Expectation:
-        """The oldest in-flight send WR completed on the wire with `status`."""
+    def send_completed(
+        self, status: WCStatus = WCStatus.SUCCESS, opcode: WCOpcode | None = None
+    ) -> Expectation:
+        """The oldest in-flight send WR completed on the wire with `status` (and, when
+        given, the `opcode` its completion must name). An unsignaled success is silent."""
         if not self.in_flight:
             raise RuntimeError("no send WR is in flight")
         head = next(w for w in self.sends if w.started)
         before = self.state
         if status == WCStatus.SUCCESS:
             self.sends.remove(head)
-            done = (ExpectedCompletion(head.wr_id, "send", WCStatus.SUCCESS),)
+            done = (ExpectedCompletion(head.wr_id, "send", WCStatus.SUCCESS, opcode),)
             events, forbidden = self._drain_progress()
-            return self._exp(
+            exp = self._exp(
                 "send_completion",
                 Outcome.ACCEPT,
                 rules.SEND_DONE,
                 before,
-                completions=done,
+                completions=done if head.signaled else (),
                 events=events,
                 forbidden_events=forbidden,
             )
-        first = (ExpectedCompletion(head.wr_id, "send", WCStatus(status)),)
+            if head.signaled:
+                return exp
+            return replace(exp, silent=frozenset({head.wr_id}))
+        first = (ExpectedCompletion(head.wr_id, "send", WCStatus(status), signaled=head.signaled),)
         self.sends.remove(head)
         if self.qp_type in _SQE_TYPES:
             flushed = self._flush_sends()
@@ -247,13 +256,19 @@ class QPModel(QPModify):
             forbidden_events=(EventType.SQ_DRAINED,),
         )
 
-    def recv_completed(self, status: WCStatus = WCStatus.SUCCESS) -> Expectation:
-        """An incoming message consumed the oldest receive WR with `status`."""
+    def recv_completed(
+        self,
+        status: WCStatus = WCStatus.SUCCESS,
+        opcode: WCOpcode | None = None,
+        imm_data: int | None = None,
+    ) -> Expectation:
+        """An incoming message consumed the oldest receive WR with `status` (its completion
+        names `opcode` and carries `imm_data`, when the opcode is given)."""
         if not self.recvs:
             raise RuntimeError("no receive WR is outstanding")
         wr_id = self.recvs.pop(0)
         before = self.state
-        done = (ExpectedCompletion(wr_id, "recv", WCStatus(status)),)
+        done = (ExpectedCompletion(wr_id, "recv", WCStatus(status), opcode, imm_data),)
         if status == WCStatus.SUCCESS:
             return self._exp(
                 "recv_completion", Outcome.ACCEPT, rules.RECV_DONE, before, completions=done
@@ -285,7 +300,7 @@ class QPModel(QPModify):
         )
 
     # ------------------------------------------------------------------------ iWARP posts
-    def _post_iwarp(self, queue: str, wr_id: int) -> Expectation:
+    def _post_iwarp(self, queue: str, wr_id: int, signaled: bool = True) -> Expectation:
         """post_send/post_recv on an iWARP QP: accepted in IDLE (receives) and RTS; elsewhere
         the provider may refuse, and an accepted WR is held (a send in IDLE) or flushed."""
         st, verb = self.state, f"post_{queue}"
@@ -303,16 +318,18 @@ class QPModel(QPModify):
 
             def effect() -> None:
                 if started:
-                    self.sends.append(_SendWR(wr_id, True))
+                    self.sends.append(_SendWR(wr_id, True, signaled))
                 else:
                     self.recvs.append(wr_id)
 
             return self._propose(self._exp(verb, Outcome.ACCEPT, rule, st), effect, wr_id)
         if queue == "send" and st in (S.RESET, S.INIT, S.RTR):
             exp = self._exp(verb, Outcome.EITHER, rules.IWARP_SEND_IDLE[st.name], st)
-            return self._propose(exp, lambda: self.sends.append(_SendWR(wr_id, False)), wr_id)
+            return self._propose(
+                exp, lambda: self.sends.append(_SendWR(wr_id, False, signaled)), wr_id
+            )
         closed = rules.IWARP_SEND_CLOSED if queue == "send" else rules.IWARP_RECV_CLOSED
-        flush = (ExpectedCompletion(wr_id, queue, WCStatus.WR_FLUSH_ERR),)
+        flush = (ExpectedCompletion(wr_id, queue, WCStatus.WR_FLUSH_ERR, signaled=signaled),)
         exp = self._exp(verb, Outcome.EITHER, closed[st.name], st, completions=flush)
         return self._propose(exp, None, wr_id)
 
@@ -332,15 +349,19 @@ class QPModel(QPModify):
 
     def _flushes(self) -> tuple[ExpectedCompletion, ...]:
         """Flush completions of everything outstanding, sends then receives, each in order."""
+        return self._send_flushes() + tuple(
+            ExpectedCompletion(w, "recv", WCStatus.WR_FLUSH_ERR) for w in self.recvs
+        )
+
+    def _send_flushes(self) -> tuple[ExpectedCompletion, ...]:
+        """Every outstanding send completes with flush error, signaled or not."""
         return tuple(
-            [ExpectedCompletion(w, "send", WCStatus.WR_FLUSH_ERR) for w in self.outstanding_sends]
-            + [ExpectedCompletion(w, "recv", WCStatus.WR_FLUSH_ERR) for w in self.recvs]
+            ExpectedCompletion(w.wr_id, "send", WCStatus.WR_FLUSH_ERR, signaled=w.signaled)
+            for w in self.sends
         )
 
     def _flush_sends(self) -> tuple[ExpectedCompletion, ...]:
-        done = tuple(
-            ExpectedCompletion(w, "send", WCStatus.WR_FLUSH_ERR) for w in self.outstanding_sends
-        )
+        done = self._send_flushes()
         self.sends.clear()
         return done
 

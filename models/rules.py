@@ -1,5 +1,6 @@
 """Named rules of the model beyond the transition table and the value ranges."""
 
+from models.operations import IMM_DELIVERED
 from models.sources import (
     DRIVER,
     KERNEL_UVERBS_CMD_C,
@@ -441,6 +442,7 @@ IWARP_NEVER_CONSULTS = frozenset(
         QUERY.id,
         XRC_RECV_NO_SQ.id,
         XRC_NO_RQ.id,
+        IMM_DELIVERED.id,  # iWARP has no immediate data (RFC 5040)
     }
 )
 

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
-from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
@@ -57,6 +57,16 @@ FAULTS = (
     "cq_overrun",
     # the retry timer fires late (rxe under TCG): RETRY_EXC_ERR comes TIMER_DELAY s after
     "late_timer",
+    # completions of the other operations: a wrong opcode (a READ reported as a WRITE, a
+    # WRITE with immediate received as a plain RECV), immediate data lost
+    "read_as_write",
+    "write_imm_as_recv",
+    "imm_lost",
+    # unsignaled WRs: a success completes anyway; a flush of one is lost; its own error
+    # completion is lost
+    "unsignaled_completes",
+    "unsignaled_flush_lost",
+    "unsignaled_error_lost",
 )
 #: Faults of an iWARP fake pair (iwarp=True): the peer never sees the connection end, it
 #: sees it but flushes nothing, a SEND with no receive waits (IB's RNR) instead of ending
@@ -157,9 +167,11 @@ class FakeEnd:
         )
         return QueryResult(qp.state, draining)
 
-    def post_send(self, wr_id: int, op: Op, fault: Fault) -> VerbResult:
+    def post_send(
+        self, wr_id: int, op: Op, fault: Fault, signaled: bool = True
+    ) -> VerbResult:
         """Post through the fake's model."""
-        exp = self.pair.model.post_send(self.side, wr_id, op, fault)
+        exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled)
         qp = self.pair.model.qp(self.side)
         if self.stale and qp.state == QPState.RTS:  # a zeroed slot runs first: ERR, all flushed
             self.stale = False
@@ -305,6 +317,9 @@ class FakePair:
                 if len(same_q) >= 2:
                     i, j = done.index(same_q[0]), done.index(same_q[1])
                     done[i], done[j] = done[j], done[i]
+        done = [self._bent_fields(c) for c in done if not self._lost_unsignaled(exp, c)]
+        if self.fault == "unsignaled_completes":
+            done += [ExpectedCompletion(w, "send", WCStatus.SUCCESS) for w in exp.silent]
         if self.fault == "cq_overrun" and len(end.cq) + len(done) > CQ_ROOM:
             done = done[: max(0, CQ_ROOM - len(end.cq))]
             end.async_events.append(EventType.CQ_ERR)
@@ -323,6 +338,25 @@ class FakePair:
             if e == EventType.QP_ACCESS_ERR and self.fault == "access_err_as_fatal":
                 e = EventType.QP_FATAL
             end.async_events.append(e)
+
+    def _lost_unsignaled(self, exp: Expectation, c: ExpectedCompletion) -> bool:
+        """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing."""
+        if c.signaled or c.status == WCStatus.SUCCESS:
+            return False
+        flush = c.status == WCStatus.WR_FLUSH_ERR
+        return self.fault == ("unsignaled_flush_lost" if flush else "unsignaled_error_lost")
+
+    def _bent_fields(self, c: ExpectedCompletion) -> ExpectedCompletion:
+        """A completion's opcode or immediate data, the planted fault's way."""
+        if c.status != WCStatus.SUCCESS:
+            return c
+        if self.fault == "read_as_write" and c.opcode == WCOpcode.RDMA_READ:
+            return dataclasses.replace(c, opcode=WCOpcode.RDMA_WRITE)
+        if self.fault == "write_imm_as_recv" and c.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
+            return dataclasses.replace(c, opcode=WCOpcode.RECV)
+        if self.fault == "imm_lost" and c.imm_data is not None:
+            return dataclasses.replace(c, imm_data=None)
+        return c
 
     def run_wire(self) -> None:
         """Let the wire finish every send it can (the fake is instantaneous)."""
@@ -401,4 +435,13 @@ class FakePair:
 
 
 def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
-    return Completion(c.wr_id, c.queue, c.status, qp_num)
+    """The completion a device delivers for `c` (opcode and immediate data when it succeeded;
+    an error completion's are undefined, and a device leaves them so)."""
+    if c.status != WCStatus.SUCCESS:
+        return Completion(c.wr_id, c.queue, c.status, qp_num)
+    opcode = c.opcode if c.opcode is not None else _DEFAULT_OPCODE[c.queue]
+    return Completion(c.wr_id, c.queue, c.status, qp_num, opcode, c.imm_data)
+
+
+#: The opcode of a completion the model names none for (a lone QP's SEND, its receive).
+_DEFAULT_OPCODE = {"send": WCOpcode.SEND, "recv": WCOpcode.RECV}

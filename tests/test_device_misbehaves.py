@@ -20,7 +20,8 @@ class FloodingCQ:
 
     def poll(self, num_entries):
         self.calls += 1
-        wcs = [NS(wr_id=7, status=self.status, qp_num=1)] * num_entries
+        wc = NS(wr_id=7, status=self.status, qp_num=1, opcode=0, wc_flags=0, imm_data=0)
+        wcs = [wc] * num_entries
         return num_entries, wcs
 
 

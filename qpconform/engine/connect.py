@@ -53,6 +53,13 @@ def bring_up_mask(qp_type: QPType, cur: QPState, nxt: QPState) -> Attr:
     return _BRING_UP.get((cur, nxt), {}).get(QPType(qp_type), Attr(0))
 
 
+#: What a connected QP lets its peer do: write (RC, UC) and read (RC only: UC has no READ).
+_ACCESS = {
+    QPType.RC: AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ,
+    QPType.UC: AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE,
+}
+
+
 def connect_values(
     qp_type: QPType,
     port: int,
@@ -66,7 +73,7 @@ def connect_values(
         "port_num": port,
         "pkey_index": 0,
         "qkey": QKEY,
-        "qp_access_flags": int(AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE),
+        "qp_access_flags": int(_ACCESS.get(QPType(qp_type), AccessFlag.LOCAL_WRITE)),
         "ah_port_num": port,
         "ah_sgid_index": gid_index,
         "path_mtu": mtu,

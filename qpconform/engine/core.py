@@ -32,6 +32,7 @@ from typing import Any
 
 from models import rules
 from models.enums import Attr, EventType, QPState
+from models.operations import UNSIGNALED_FLUSH_UNRETIRED
 from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import Rule
@@ -47,6 +48,7 @@ from .text import (
     describe_expectation,
     describe_result,
     errno_name,
+    fields_text,
     mask_names,
     masked_attrs,
     outcome_tags,
@@ -238,6 +240,8 @@ class Engine:
         """Queue one run-record step, written with its result by `flush_notes`."""
         target = exp.state_if_accepted.name if exp.verb == "modify" else None
         ids = list(dict.fromkeys(([extra.id] if extra else []) + [r.id for r in exp.checked]))
+        if exp.state_if_accepted == QPState.ERR and track.ledger.silent:  # may be flushed
+            ids.append(UNSIGNALED_FLUSH_UNRETIRED.id)
         self._pending.append((track.qp_type.name, exp.verb, exp.state_before.name, target, ids))
 
     def flush_notes(self, result: str) -> None:
@@ -436,10 +440,15 @@ class Engine:
         because = found.because
         if found.due is not None:
             self.delivery.add("completion", time.monotonic() - found.due.booked)
-        if found.found in (Found.MATCH, Found.STATUS) and found.due is not None:
+        if found.found in (Found.MATCH, Found.STATUS, Found.FIELDS) and found.due is not None:
             if found.found is Found.STATUS and because is not None:
                 d = self.divergence(track, "status", because.rule, because.origin,
                                     found.expected, observed, tags)
+                self.diverge(track, d)
+            if found.found is Found.FIELDS and because is not None:
+                d = self.divergence(track, "fields", because.rule, because.origin,
+                                    found.expected, f"{observed}, {fields_text(wc)}",
+                                    [*tags, fields_text(wc)])
                 self.diverge(track, d)
             self.after_completion(track, wc, found.due.completion)
         elif found.found in (Found.ORDER, Found.NEVER) and because is not None:

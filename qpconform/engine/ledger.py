@@ -2,11 +2,13 @@
 
 The engine books every expectation of the model here (`expect`) and hands every
 completion the device delivers to `match`, which classifies it once and for
-all QPs, lone or paired: the head of its queue (right or wrong status), due but
-out of order, a WR that must never run, a late one a quirk excused, a second
-completion of a WR, or unknown to the ledger. Events are claimed against the
-required ones, then the allowed ones (each at most once, never waited for), and
-looked up among the forbidden ones.
+all QPs, lone or paired: the head of its queue (right or wrong status, or right
+status and a wrong opcode or immediate data), due but out of order, a WR that must
+never run, a late one a quirk excused, a second completion of a WR, or unknown to
+the ledger. An unsignaled WR that finished successfully is silent: no completion of
+it may appear, except a flush while no later signaled completion has retired it.
+Events are claimed against the required ones, then the allowed ones (each at most
+once, never waited for), and looked up among the forbidden ones.
 
 Attribution is the ledger's contract: each item keeps the rule and the step
 (origin, an index into the QP's step log) of the expectation that booked it,
@@ -22,6 +24,12 @@ from enum import Enum
 
 from models import rules
 from models.enums import EventType, WCStatus
+from models.operations import (
+    COMPLETION_OPCODE,
+    IMM_DELIVERED,
+    UNSIGNALED_FLUSH_UNRETIRED,
+    UNSIGNALED_SILENT,
+)
 from models.outcomes import Expectation, ExpectedCompletion
 from models.sources import Rule
 
@@ -65,9 +73,11 @@ class Found(Enum):
 
     MATCH = "match"  # the head of its queue, right status
     STATUS = "status"  # the head of its queue, wrong status
+    FIELDS = "fields"  # the head of its queue, right status, wrong opcode or immediate data
     ORDER = "order"  # due, but not the head of its queue
     NEVER = "never"  # a WR that must never run (discarded, refused, destroyed)
     EXCUSED = "excused"  # late, after a quirk excused it missing
+    UNRETIRED_FLUSH = "unretired_flush"  # a silent WR flushed before it was retired: allowed
     DUPLICATE = "duplicate"  # its WR already completed
     UNKNOWN = "unknown"  # nothing the ledger knows (the rule set decides)
 
@@ -124,6 +134,7 @@ class Ledger:
     never: dict[int, Because] = field(default_factory=dict)
     done: dict[int, Because] = field(default_factory=dict)
     excused: set[int] = field(default_factory=set)  # missing, a quirk allowed it: may come late
+    silent: dict[int, Because] = field(default_factory=dict)  # unsignaled, done, not retired
 
     # ------------------------------------------------------------------------- booking
     def expect(
@@ -140,7 +151,10 @@ class Ledger:
         replaces the forbidden set; any other expectation adds to it.
         """
         for c in exp.completions[skip:]:
-            self.add_due(c, completion_rule(exp, c, wire), origin, tags)
+            marks = tags if c.signaled else (*tags, "unsignaled")
+            self.add_due(c, completion_rule(exp, c, wire), origin, marks)
+        for wr in exp.silent:
+            self.silent[wr] = Because(wire or exp.rule, origin)
         self.required.extend(Required(e, event_rule(exp, e), origin) for e in exp.events)
         self.allowed.extend(Required(e, exp.rule, origin) for e in exp.allowed_events)
         if exp.verb == "modify":
@@ -174,12 +188,19 @@ class Ledger:
         if wc.wr_id in self.never:
             return Finding(Found.NEVER, self.never[wc.wr_id],
                            f"no completion ever for wr {wc.wr_id}")
+        if wc.wr_id in self.silent:
+            return self._silent(wc)
+        if wc.queue == "send":
+            self._retire(wc.wr_id)
         if queue and queue[0].completion.wr_id == wc.wr_id:
             head = queue.pop(0)
             self.done[wc.wr_id] = Because(head.rule, head.origin)
             if head.completion.status != wc.status:
                 return Finding(Found.STATUS, self.done[wc.wr_id],
                                completion_text(head.completion), head)
+            wrong = _wrong_field(head.completion, wc)
+            if wrong is not None:
+                return Finding(Found.FIELDS, Because(wrong[0], head.origin), wrong[1], head)
             return Finding(Found.MATCH, self.done[wc.wr_id], due=head)
         hit = next((d for d in queue if d.completion.wr_id == wc.wr_id), None)
         if hit is not None:
@@ -190,6 +211,25 @@ class Ledger:
         if wc.wr_id in self.done:
             return Finding(Found.DUPLICATE, self.done[wc.wr_id], f"wr {wc.wr_id} completes once")
         return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
+
+    def _silent(self, wc: Completion) -> Finding:
+        """A completion of an unsignaled WR that finished silently: a flush before a later
+        signaled completion retired it is allowed (the consumer cannot tell it finished);
+        anything else is a completion that must not be."""
+        because = self.silent.pop(wc.wr_id)
+        self.done[wc.wr_id] = because
+        if wc.status == WCStatus.WR_FLUSH_ERR:
+            allowed = Because(UNSIGNALED_FLUSH_UNRETIRED, because.origin)
+            return Finding(Found.UNRETIRED_FLUSH, allowed)
+        rule = UNSIGNALED_SILENT if wc.status == WCStatus.SUCCESS else because.rule
+        return Finding(Found.NEVER, Because(rule, because.origin),
+                       f"no completion for unsignaled wr {wc.wr_id} (it succeeded)")
+
+    def _retire(self, wr_id: int) -> None:
+        """A send completion retires every silent WR posted before it: none of them may
+        complete any more."""
+        for wr in [w for w in self.silent if w < wr_id]:
+            self.never[wr] = Because(UNSIGNALED_SILENT, self.silent.pop(wr).origin)
 
     def unrequire(self, event: EventType) -> None:
         """No `event` is owed any more (a known quirk: the device will not raise it)."""
@@ -227,3 +267,16 @@ class Ledger:
         """The required events still missing (and cleared)."""
         missing, self.required = self.required, []
         return missing
+
+
+def _wrong_field(expected: ExpectedCompletion, wc: Completion) -> tuple[Rule, str] | None:
+    """The rule a successful completion breaks beyond its status, and what was expected:
+    its opcode, or (on a receive) the immediate data it carries or not."""
+    if expected.opcode is None or wc.opcode is None or wc.status != WCStatus.SUCCESS:
+        return None  # nothing to compare: not expected, not read, or an error's (undefined)
+    if wc.opcode != expected.opcode:
+        return COMPLETION_OPCODE, f"{completion_text(expected)} opcode {expected.opcode.name}"
+    if wc.queue == "recv" and wc.imm_data != expected.imm_data:
+        imm = "no immediate data" if expected.imm_data is None else f"imm 0x{expected.imm_data:08x}"
+        return IMM_DELIVERED, f"{completion_text(expected)} with {imm}"
+    return None

@@ -77,6 +77,7 @@ _TIMER_RULES = frozenset({RC_RETRY_EXHAUSTED.id, RC_RNR_EXHAUSTED.id})
 #: The verb a pair record names, by kind of divergence (outcome: the verb itself).
 _RECORD_VERBS = {
     "status": "completion",
+    "fields": "completion",
     "order": "completion",
     "completion": "completion",
     "missing_completion": "completion",
@@ -203,12 +204,17 @@ class PairHarness(PairFollowing, Engine):
         self.cm_step(side, exp, res, step, resumed=held)
         return res
 
-    def post_send(self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE) -> int:
-        """post_send of one signaled WR; returns its wr_id."""
+    def post_send(
+        self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE, signaled: bool = True
+    ) -> int:
+        """post_send of one WR (unsignaled: it completes only in error); returns its wr_id."""
         wr_id = self.next_wr_id()
-        exp = self.model.post_send(side, wr_id, op, fault)
-        res = self.dev.end(side).post_send(wr_id, op, fault)
-        self.cm_step(side, exp, res, {"wr_id": wr_id, "op": str(op), "fault": str(fault)})
+        exp = self.model.post_send(side, wr_id, op, fault, signaled)
+        res = self.dev.end(side).post_send(wr_id, op, fault, signaled)
+        step = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
+        if not signaled:
+            step["signaled"] = False
+        self.cm_step(side, exp, res, step)
         return wr_id
 
     def post_recv(self, side: str) -> int:

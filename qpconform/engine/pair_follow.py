@@ -140,8 +140,11 @@ class PairFollowing:
             del track.history[point.history[s]:]
             self.end_state[s].state_because = point.because[s]
             track.ledger.excused -= {w for side, w in lost if side == s}
-        held = sorted(w for s, w in lost if s == point.side and w in
-                      self.model.qp(point.side).outstanding_sends)
+        silent = self.ends[point.side].ledger.silent  # unsignaled: the wire ran them silently
+        held = sorted(w for w in self.model.qp(point.side).outstanding_sends
+                      if (point.side, w) in lost or w in silent)
+        for w in held:
+            silent.pop(w, None)
         self.model.hold(point.side, held)
         self.end_state[point.side].resumed -= set(held)
         self._doorbell.add(point.side)

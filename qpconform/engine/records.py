@@ -115,6 +115,10 @@ def describe_step(step: Mapping[str, Any]) -> str:
         head = f"modify {'|'.join(step.get('mask', []))} {{{attrs}}}"
     elif step.get("wr_id") is not None:
         head = f"{verb} wr_id={step['wr_id']}"
+        if verb == "post_send" and "op" in step:  # a pair's send: what it carries
+            extra = [step["op"]] + ([step["fault"]] if step.get("fault", "none") != "none" else [])
+            extra += [] if step.get("signaled", True) else ["unsignaled"]
+            head += f" ({', '.join(extra)})"
     return f"{head} -> expected {step.get('expected', '?')}; observed {step.get('observed', '?')}"
 
 

@@ -10,7 +10,7 @@ import errno as errno_mod
 import functools
 from collections.abc import Mapping
 
-from models.enums import Attr, WCStatus
+from models.enums import Attr, WCOpcode, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 
 from .device import Completion, VerbResult
@@ -85,6 +85,13 @@ def errno_name(code: int | None) -> str:
 def completion_text(c: ExpectedCompletion | Completion) -> str:
     """'wr 7 send WR_FLUSH_ERR'."""
     return f"wr {c.wr_id} {c.queue} {WCStatus(c.status).name}"
+
+
+def fields_text(wc: Completion) -> str:
+    """'opcode RECV, imm 0x5a000007' (what a completion says beyond its status)."""
+    opcode = "opcode ?" if wc.opcode is None else f"opcode {WCOpcode(wc.opcode).name}"
+    imm = "no immediate data" if wc.imm_data is None else f"imm 0x{wc.imm_data:08x}"
+    return f"{opcode}, {imm}"
 
 
 def describe_expectation(exp: Expectation) -> str:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from models.enums import Attr, QPState, QPType
+from models.operations import IWARP_OPS, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
@@ -31,6 +32,14 @@ SIDES = st.sampled_from(["a", "b"])
 FAULTS = frozenset({"bad_lkey", "bad_rkey", "peer"})
 _TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
+#: The most unsignaled WRs a batch puts before its signaled one.
+MAX_UNSIGNALED = 3
+
+
+def _batch(ops: tuple[Op, ...]) -> st.SearchStrategy[list[Op]]:
+    """A batch of WRs as selective signaling posts them: up to MAX_UNSIGNALED unsignaled,
+    then a signaled one (the last): its completion retires the others."""
+    return st.lists(st.sampled_from(ops), min_size=2, max_size=MAX_UNSIGNALED + 1)
 
 
 class PairMachine(RuleBasedStateMachine):
@@ -79,14 +88,18 @@ def machine_for(
     class TrafficMachine(PairMachine):
         make_pair = staticmethod(make)
 
-        @rule(side=SIDES, data=st.data())
-        def post_send(self, side: str, data: st.DataObject) -> None:
-            if self._state(side) not in _SENDABLE:
-                return
-            op = Op.SEND
-            if qp_type != QPType.UD and data.draw(st.booleans(), label="rdma_write"):
-                op = Op.RDMA_WRITE
-            self.h.post_send(side, op)
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
+        def post_send(self, side: str, op: Op) -> None:
+            if self._state(side) in _SENDABLE:
+                self.h.post_send(side, op)
+
+        @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
+        def post_batch(self, side: str, ops: list[Op]) -> None:
+            """Unsignaled WRs, then a signaled one (selective signaling)."""
+            for i, op in enumerate(ops):
+                if self._state(side) not in _SENDABLE:
+                    return
+                self.h.post_send(side, op, signaled=i == len(ops) - 1)
 
         @rule(side=SIDES, data=st.data())
         def modify(self, side: str, data: st.DataObject) -> None:
@@ -102,16 +115,18 @@ def machine_for(
             self.h.modify(side, nxt, {**psns, **extra}, bit)
 
         @precondition(lambda self: "bad_lkey" in faults)
-        @rule(side=SIDES)
-        def send_bad_lkey(self, side: str) -> None:
+        @rule(side=SIDES, signaled=st.booleans())
+        def send_bad_lkey(self, side: str, signaled: bool) -> None:
+            """A SEND whose local key is bad: it completes in error, signaled or not."""
             if self._state(side) in _SENDABLE:
-                self.h.post_send(side, fault=Fault.BAD_LKEY)
+                self.h.post_send(side, fault=Fault.BAD_LKEY, signaled=signaled)
 
         @precondition(lambda self: "bad_rkey" in faults and qp_type != QPType.UD)
-        @rule(side=SIDES)
-        def write_bad_rkey(self, side: str) -> None:
+        @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.remote
+                                              and not o.consumes_recv]))
+        def write_bad_rkey(self, side: str, op: Op) -> None:
             if self._state(side) in _SENDABLE:
-                self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+                self.h.post_send(side, op, Fault.BAD_RKEY)
 
         @precondition(lambda self: "peer" in faults)
         @rule(side=SIDES)
@@ -145,10 +160,18 @@ def iwarp_machine_for(
     class IwarpTrafficMachine(PairMachine):
         make_pair = staticmethod(make)
 
-        @rule(side=SIDES, write=st.booleans())
-        def post_send(self, side: str, write: bool) -> None:
+        @rule(side=SIDES, op=st.sampled_from(IWARP_OPS))
+        def post_send(self, side: str, op: Op) -> None:
             if self._state(side) in (S.RTS, S.ERR):
-                self.h.post_send(side, Op.RDMA_WRITE if write else Op.SEND)
+                self.h.post_send(side, op)
+
+        @rule(side=SIDES, ops=_batch(IWARP_OPS))
+        def post_batch(self, side: str, ops: list[Op]) -> None:
+            """Unsignaled WRs, then a signaled one (selective signaling)."""
+            for i, op in enumerate(ops):
+                if self._state(side) not in (S.RTS, S.ERR):
+                    return
+                self.h.post_send(side, op, signaled=i == len(ops) - 1)
 
         @rule(side=SIDES)
         def modify_to_err(self, side: str) -> None:

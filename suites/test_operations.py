@@ -1,0 +1,132 @@
+"""Every operation a connected QP carries, in RTS and through SQD, ERR and RESET.
+
+SEND, RDMA WRITE, RDMA READ and immediate data (models/operations.py), signaled or not:
+each completes with its opcode (and the receive with the immediate data), consumes a
+receive or not, is held in SQD, flushed in ERR and discarded by RESET like any WR; an
+unsignaled WR completes only in error. Every step goes through PairHarness against
+models/pair.py, as in the other pair suites.
+"""
+
+import pytest
+
+from models.enums import QPState, QPType
+from models.operations import OPS_BY_TYPE, Op, ops_for
+from models.pair import Fault
+from qpconform.engine.connect import HOLD
+
+S = QPState
+ALL = [QPType.RC, QPType.UC, QPType.UD]
+TYPE_OPS = [(t, op) for t in ALL for op in OPS_BY_TYPE[t]]
+_IDS = [f"{t.name}-{op.name}" for t, op in TYPE_OPS]
+
+
+def _carried(h, op: Op) -> None:
+    """Skip (reported) an operation this pair's QP type does not carry (iWARP: no
+    immediate data)."""
+    if op not in ops_for(h.dev.qp_type, h.variant.connection_managed):
+        pytest.skip(f"{op.name} is not an operation of this {h.dev.qp_type.name} pair "
+                    "(iWARP has no immediate data: RFC 5040)")
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), TYPE_OPS, ids=_IDS)
+def test_each_operation_completes_with_its_opcode(make_pair, qp_type, op):
+    """One WR of each operation in RTS; a receive waits at the peer whether it is used
+    or not (READ and WRITE must leave it for the SEND after them)."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.post_send("a", op)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), TYPE_OPS, ids=_IDS)
+def test_unsignaled_wrs_then_a_signaled_one(make_pair, qp_type, op):
+    """Selective signaling: two unsignaled WRs complete silently, the signaled one after
+    them completes (and retires them: no completion of theirs may follow)."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    for _ in range(3):
+        h.post_recv("b")
+    h.post_send("a", op, signaled=False)
+    h.post_send("a", op, signaled=False)
+    h.post_send("a", op)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), TYPE_OPS, ids=_IDS)
+def test_unsignaled_wrs_not_yet_retired_at_err(make_pair, qp_type, op):
+    """Unsignaled WRs, then ERR before any signaled completion retired them: each may be
+    flushed or have finished silently (the consumer cannot tell), never complete with
+    SUCCESS; the receives left at the peer are the peer's."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    for _ in range(2):
+        h.post_recv("b")
+    h.post_send("a", op, signaled=False)
+    h.post_send("a", op, signaled=False)
+    h.modify("a", S.ERR)
+    h.quiet()
+
+
+@pytest.mark.parametrize(("qp_type", "op"), TYPE_OPS, ids=_IDS)
+@pytest.mark.parametrize("target", [S.ERR, S.RESET, S.RTS], ids=lambda s: s.name)
+def test_wrs_held_in_sqd_then_left(make_pair, qp_type, op, target):
+    """WRs of `op` posted in SQD are held (signaled or not); leaving SQD for ERR flushes
+    each of them, unsignaled ones too; RESET discards them; RTS starts them."""
+    h = make_pair(qp_type)
+    for _ in range(2):
+        h.post_recv("b")
+    h.modify("a", S.SQD)
+    h.post_send("a", op, signaled=False)
+    h.post_send("a", op)
+    h.modify("a", target)
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE, Op.WRITE_WITH_IMM])
+@pytest.mark.parametrize("target", [S.SQD, S.ERR, S.RESET], ids=lambda s: s.name)
+def test_rc_operation_in_flight_behind_a_blocked_send(make_pair, op, target):
+    """An RC WR started behind a SEND the peer RNR-NAKs forever (rnr_retry 7): both are in
+    flight when the QP moves. SQD drains only once a receive lets the SEND finish (then
+    the WR behind it), ERR flushes both, RESET discards both."""
+    h = make_pair(QPType.RC, HOLD)
+    h.post_send("a")  # RNR-blocked: in flight, and so is what follows it
+    h.post_send("a", op)
+    h.modify("a", target)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_unsignaled_wr_with_a_bad_lkey_completes_in_error(make_pair, qp_type):
+    """An unsignaled WR that fails completes anyway, with its error (and the QP moves on as
+    for any send error)."""
+    h = make_pair(qp_type)
+    h.post_send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
+    h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_write_with_immediate_needs_a_receive(make_pair, qp_type):
+    """A WRITE with immediate data consumes a receive: RC with none is RNR-NAKed until
+    retries run out (RNR_RETRY_EXC_ERR); UC's is dropped (the requester still succeeds)."""
+    h = make_pair(qp_type)
+    h.post_send("a", Op.WRITE_WITH_IMM)
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE])
+def test_rc_bad_rkey(make_pair, op):
+    """An RC READ or WRITE with a bad rkey: REM_ACCESS_ERR, both ends in ERR (the
+    responder's QP_ACCESS_ERR event too)."""
+    h = make_pair(QPType.RC)
+    h.post_recv("a")
+    h.post_send("a", op, Fault.BAD_RKEY)
+    h.quiet()
