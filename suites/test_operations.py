@@ -130,3 +130,15 @@ def test_rc_bad_rkey(make_pair, op):
     h.post_recv("a")
     h.post_send("a", op, Fault.BAD_RKEY)
     h.quiet()
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_first_packet_to_a_peer_in_rtr(make_pair, qp_type):
+    """A peer back in RTR only receives: the SEND completes at both ends; COMM_EST may come
+    once with the first packet (mlx5, hfi1 raise it; rxe does not), never twice."""
+    h = make_pair(qp_type)
+    h.modify("b", S.RESET)
+    h.bring_up("b", S.RTR)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()

@@ -40,7 +40,7 @@ from models.sources import Rule
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
 from .judge import DivergenceError, Judge
-from .ledger import QUEUES, Found
+from .ledger import QUEUES, Found, event_rule
 from .quirks import Quirk
 from .records import Divergence
 from .text import (
@@ -236,12 +236,17 @@ class Engine:
         d.context["situation"] = key
         return self.diverge(track, d)
 
-    def note(self, track: Track, exp: Expectation, extra: Rule | None = None) -> None:
-        """Queue one run-record step, written with its result by `flush_notes`."""
+    def note(
+        self, track: Track, exp: Expectation, extra: Rule | None = None, also: tuple[Rule, ...] = ()
+    ) -> None:
+        """Queue one run-record step, written with its result by `flush_notes` (`extra` and
+        `also`: rules the step checks beyond the expectation's own)."""
         target = exp.state_if_accepted.name if exp.verb == "modify" else None
-        ids = list(dict.fromkeys(([extra.id] if extra else []) + [r.id for r in exp.checked]))
+        ids = ([extra.id] if extra else []) + [r.id for r in (*exp.checked, *also)]
+        ids += [event_rule(exp, e).id for e in exp.forbidden_events]  # watched from now on
         if exp.state_if_accepted == QPState.ERR and track.ledger.silent:  # may be flushed
             ids.append(UNSIGNALED_FLUSH_UNRETIRED.id)
+        ids = list(dict.fromkeys(ids))
         self._pending.append((track.qp_type.name, exp.verb, exp.state_before.name, target, ids))
 
     def flush_notes(self, result: str) -> None:
@@ -531,6 +536,11 @@ class Engine:
             self.report_missing(waited)
         finally:
             self.close_settle()
+        if window > 0 and self.judge.recorder is not None:  # a deliberate quiet window
+            for track in self.tracks():
+                ids = [r.id for r in _watched_in_quiet(track)]
+                state = track.model.state.name
+                self.judge.recorder.step(track.qp_type.name, "quiet", state, None, ids, "match")
 
     def poll_and_settle(self, bound: float) -> None:
         """One poll of every tracked QP, the bounded wait only while something is due, and
@@ -584,6 +594,21 @@ def _state_names(model: QPModel, exp: Expectation) -> dict[str, list[str]] | Non
         "accepted": [s.name for s in sorted(after)],
         "refused": [s.name for s in sorted(before)],
     }
+
+
+def _watched_in_quiet(track: Track) -> list[Rule]:
+    """The "must not happen" rules a quiet window checks on one QP: no CQ overrun and, where
+    SQD drains, the promise an SQ_DRAINED nobody asked for would break now."""
+    watched = [rules.CQ_NO_OVERRUN]
+    if track.model.variant.connection_managed:  # iWARP's SQD is CLOSING: no drain
+        return watched
+    if track.drains == 0:
+        watched.append(rules.SQD_DRAINED_OUTSIDE_SQD)
+    elif track.drained_events >= 1:
+        watched.append(rules.SQD_DRAINED_ONCE)
+    elif not track.model.notify_requested:
+        watched.append(rules.SQD_DRAINED_UNASKED)
+    return watched
 
 
 def _drained_rule(track: Track) -> Rule:

@@ -29,10 +29,11 @@ from typing import Any, cast
 
 from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
-from models.outcomes import Expectation
+from models.outcomes import Expectation, Outcome
 from models.pair import (
     RC_RETRY_EXHAUSTED,
     RC_RNR_EXHAUSTED,
+    RC_RNR_WAITING,
     SIDES,
     Fault,
     Op,
@@ -149,6 +150,7 @@ class PairHarness(PairFollowing, Engine):
         self._rewind: Rewind | None = None  # set between a resuming modify and its settle
         self._not_started: set[tuple[str, int]] = set()  # missing: never started (known)
         self._doorbell: set[str] = set()  # ends whose held sends the next post_send starts
+        self._waiting: set[tuple[str, int]] = set()  # sends noted waiting for a receive
 
     def _fresh(self, side: str) -> None:
         """A new track for `side` (new QP, or its books cleared)."""
@@ -470,8 +472,17 @@ class PairHarness(PairFollowing, Engine):
         self.flush_notes("known" if len(self.known) > known_before else "match")
 
     def _wire(self) -> None:
-        """Book what the wire did to every send it could finish, under its rule and step."""
+        """Book what the wire did to every send it could finish, under its rule and step;
+        note each send that now waits for a receive (RNR, infinite retry) once."""
         self._book(self.model.progress())
+        for side, wr_id in self.model.blocked():
+            if (side, wr_id) in self._waiting or self.model.decide(side)[0] is not RC_RNR_WAITING:
+                continue
+            self._waiting.add((side, wr_id))
+            state = self.model.qp(side).state
+            waits = Expectation("wire", Outcome.ACCEPT, RC_RNR_WAITING, state, state,
+                                checked=(RC_RNR_WAITING,))
+            self.note(self.ends[side], waits)
 
     def _book(self, wire_steps: list[WireStep]) -> None:
         """Each wire step into the log; its effects into the ends' ledgers."""
@@ -490,7 +501,8 @@ class PairHarness(PairFollowing, Engine):
             self.end_state[ws.requester].resumed.discard(ws.wr_id)
             tags = (f"send_wr={ws.wr_id}",) + (("resumed_by_rts",) if resumed else ())
             for side, exp in ws.effects:
-                self.note(self.ends[side], exp, ws.rule)
+                also = (ws.forbidden_rule,) if side in ws.forbidden else ()
+                self.note(self.ends[side], exp, ws.rule, also)
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
                 if resumed and self._rewind is not None:
                     self._rewind.booked |= {(side, c.wr_id) for c in exp.completions}
