@@ -15,7 +15,7 @@ from models.enums import QPType
 from models.variant import Variant
 
 #: The optional features, by the names quirk entries and the report use.
-FEATURES = ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT")
+FEATURES = ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Capabilities:
     xrc: bool = True  #: XRC QPs (XRC_SEND, XRC_RECV)
     raw_packet: bool = True  #: RAW_PACKET QPs
     rate_limit: bool = True  #: RATE_LIMIT in a modify's mask (the extended command)
+    atomics: bool = True  #: atomic operations (atomic_cap not NONE; iWARP has none)
 
     @classmethod
     def of(cls, variant: Variant, lacked: Iterable[str] = ()) -> Capabilities:
@@ -45,6 +46,7 @@ class Capabilities:
             "XRC": QPType.XRC_SEND in variant.qp_types,
             "RAW_PACKET": QPType.RAW_PACKET in variant.qp_types,
             "RATE_LIMIT": variant.ib_transport,  # iwarp.modify.rate_limit: EOPNOTSUPP
+            "ATOMICS": variant.ib_transport,  # RFC 5040 RDMAP has no atomics
         }
         return cls(**{f.lower(): allowed[f] and f not in lacked for f in FEATURES})
 

@@ -193,6 +193,8 @@ def _named_scopes() -> dict[str, RuleScope]:
         pair.NO_EVENT_ON_COMPLETION_ERROR.id: RuleScope(PAIR_TYPES),
         pair.COMM_EST_ON_FIRST_PACKET.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         operations.READ_DELIVERED.id: rc,
+        operations.ATOMIC_DELIVERED.id: RuleScope(
+            frozenset({QPType.RC}), frozenset({"ATOMICS"})),
     }
     for rule in operations.RULES:  # the rest concern every connected type
         scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))

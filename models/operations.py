@@ -1,7 +1,8 @@
 """The operations a send WR carries, and what their completions must say.
 
 A QP type allows some operations and not others (UD: SEND only; UC adds RDMA WRITE; RC
-adds RDMA READ), each completes with its own opcode, and an operation with immediate
+adds RDMA READ and the atomics, which a device may lack: atomic_cap NONE, an optional
+feature), each completes with its own opcode, and an operation with immediate
 data hands the responder a value its receive completion must carry. The pair model
 (models/pair.py) decides what the wire does with each; this module only knows the
 operations themselves, and the rules about their completions.
@@ -24,6 +25,8 @@ class Op(StrEnum):
     SEND_WITH_IMM = "send_imm"
     WRITE_WITH_IMM = "write_imm"
     RDMA_READ = "read"
+    COMP_SWAP = "cmp_swap"  # atomic compare-and-swap of 8 aligned bytes
+    FETCH_ADD = "fetch_add"  # atomic fetch-and-add of 8 aligned bytes
 
     @property
     def consumes_recv(self) -> bool:
@@ -33,7 +36,12 @@ class Op(StrEnum):
     @property
     def remote(self) -> bool:
         """Does it name the responder's memory by an rkey (and so meet a bad one)?"""
-        return self in (Op.RDMA_WRITE, Op.WRITE_WITH_IMM, Op.RDMA_READ)
+        return self in (Op.RDMA_WRITE, Op.WRITE_WITH_IMM, Op.RDMA_READ, *ATOMICS)
+
+    @property
+    def atomic(self) -> bool:
+        """Is it an atomic (a device may lack them: an optional feature)?"""
+        return self in ATOMICS
 
     @property
     def carries_imm(self) -> bool:
@@ -57,6 +65,8 @@ _SEND_OPCODES = {
     Op.RDMA_WRITE: WCOpcode.RDMA_WRITE,
     Op.WRITE_WITH_IMM: WCOpcode.RDMA_WRITE,
     Op.RDMA_READ: WCOpcode.RDMA_READ,
+    Op.COMP_SWAP: WCOpcode.COMP_SWAP,
+    Op.FETCH_ADD: WCOpcode.FETCH_ADD,
 }
 _RECV_OPCODES = {
     Op.SEND: WCOpcode.RECV,
@@ -66,18 +76,24 @@ _RECV_OPCODES = {
 
 #: The operations each connected QP type carries (IBTA ch. 9.8.1, the service types' table
 #: of supported operations; Linux: ib_post_send's opcodes per QP type, rxe_opcode.c masks).
+ATOMICS = (Op.COMP_SWAP, Op.FETCH_ADD)
 OPS_BY_TYPE: dict[QPType, tuple[Op, ...]] = {
-    QPType.RC: (Op.SEND, Op.RDMA_WRITE, Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM, Op.RDMA_READ),
+    QPType.RC: (
+        Op.SEND, Op.RDMA_WRITE, Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM, Op.RDMA_READ, *ATOMICS
+    ),
     QPType.UC: (Op.SEND, Op.RDMA_WRITE, Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM),
     QPType.UD: (Op.SEND, Op.SEND_WITH_IMM),
 }
-#: iWARP (RFC 5040 RDMAP) has SEND, RDMA WRITE and RDMA READ, and no immediate data.
+#: iWARP (RFC 5040 RDMAP) has SEND, RDMA WRITE and RDMA READ, no immediate data and no
+#: atomics (siw: atomic_cap 0).
 IWARP_OPS: tuple[Op, ...] = (Op.SEND, Op.RDMA_WRITE, Op.RDMA_READ)
 
 
-def ops_for(qp_type: QPType, iwarp: bool = False) -> tuple[Op, ...]:
-    """The operations a connected QP of `qp_type` carries."""
-    return IWARP_OPS if iwarp else OPS_BY_TYPE.get(QPType(qp_type), ())
+def ops_for(qp_type: QPType, iwarp: bool = False, atomics: bool = True) -> tuple[Op, ...]:
+    """The operations a connected QP of `qp_type` carries (without `atomics`: on a device
+    whose atomic_cap is NONE)."""
+    ops = IWARP_OPS if iwarp else OPS_BY_TYPE.get(QPType(qp_type), ())
+    return ops if atomics else tuple(op for op in ops if not op.atomic)
 
 
 def imm_for(wr_id: int) -> int:
@@ -116,6 +132,16 @@ READ_DELIVERED = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+ATOMIC_DELIVERED = Rule(
+    "pair.atomic.delivered",
+    "an RC atomic (compare-and-swap, fetch-and-add: 8 bytes at an 8-byte aligned address) "
+    "with a valid rkey completes with SUCCESS and its opcode (COMP_SWAP, FETCH_ADD) and "
+    "consumes no receive at the responder; a device whose atomic_cap is NONE lacks the "
+    "feature (ATOMICS)",
+    ibta("ch. 9.4.5 ATOMIC operations and ch. 11.2.1.2 Query HCA (atomic capability)"),
+    kind=MUST,
+    layer=DRIVER,
+)
 UNSIGNALED_SILENT = Rule(
     "pair.unsignaled.silent",
     "a send WR posted without IBV_SEND_SIGNALED (sq_sig_all = 0) that completes successfully "
@@ -147,6 +173,6 @@ UNSIGNALED_FLUSH_UNRETIRED = Rule(
 
 #: The rules declared above, by name (models/catalog.py lists the model's rules from these).
 RULES: tuple[Rule, ...] = (
-    COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, UNSIGNALED_SILENT,
+    COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, ATOMIC_DELIVERED, UNSIGNALED_SILENT,
     UNSIGNALED_FLUSH_UNRETIRED,
 )

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.operations import (
+    ATOMIC_DELIVERED,
     COMPLETION_OPCODE,
     IMM_DELIVERED,
     READ_DELIVERED,
@@ -309,6 +310,8 @@ class PairModel:
             return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
         if op is Op.RDMA_READ:
             return READ_DELIVERED, WCStatus.SUCCESS, "none"
+        if op.atomic:
+            return ATOMIC_DELIVERED, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_WRITE:
             return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
         if peer.recvs:

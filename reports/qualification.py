@@ -323,7 +323,10 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     profile = run.get("quirk_profile", {})
     base_path = Path(base) if base is not None else None
     lacking = missing_features(divs, profile)
-    capabilities = Capabilities.of(variant, [row["feature"] for row in lacking])
+    lacked = [row["feature"] for row in lacking]
+    if run.get("identity", {}).get("atomic_cap") == "none":  # the device says so itself
+        lacked.append("ATOMICS")
+    capabilities = Capabilities.of(variant, lacked)
     return {
         "schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,

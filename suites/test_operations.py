@@ -10,7 +10,7 @@ models/pair.py, as in the other pair suites.
 import pytest
 
 from models.enums import QPState, QPType
-from models.operations import OPS_BY_TYPE, Op, ops_for
+from models.operations import OPS_BY_TYPE, Op
 from models.pair import Fault
 from qpconform.engine.connect import HOLD
 
@@ -21,11 +21,11 @@ _IDS = [f"{t.name}-{op.name}" for t, op in TYPE_OPS]
 
 
 def _carried(h, op: Op) -> None:
-    """Skip (reported) an operation this pair's QP type does not carry (iWARP: no
-    immediate data)."""
-    if op not in ops_for(h.dev.qp_type, h.variant.connection_managed):
-        pytest.skip(f"{op.name} is not an operation of this {h.dev.qp_type.name} pair "
-                    "(iWARP has no immediate data: RFC 5040)")
+    """Skip (reported) an operation this pair does not carry: iWARP has no immediate data
+    and no atomics (RFC 5040); a device whose atomic_cap is NONE has no atomics."""
+    if op not in h.ops:
+        why = "the device's atomic_cap is NONE" if op.atomic else "RFC 5040 RDMAP has none"
+        pytest.skip(f"{op.name} is not an operation of this {h.dev.qp_type.name} pair ({why})")
 
 
 @pytest.mark.iwarp_pair
@@ -79,6 +79,7 @@ def test_wrs_held_in_sqd_then_left(make_pair, qp_type, op, target):
     """WRs of `op` posted in SQD are held (signaled or not); leaving SQD for ERR flushes
     each of them, unsignaled ones too; RESET discards them; RTS starts them."""
     h = make_pair(qp_type)
+    _carried(h, op)
     for _ in range(2):
         h.post_recv("b")
     h.modify("a", S.SQD)
@@ -88,13 +89,14 @@ def test_wrs_held_in_sqd_then_left(make_pair, qp_type, op, target):
     h.quiet()
 
 
-@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE, Op.WRITE_WITH_IMM])
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE, Op.WRITE_WITH_IMM, Op.FETCH_ADD])
 @pytest.mark.parametrize("target", [S.SQD, S.ERR, S.RESET], ids=lambda s: s.name)
 def test_rc_operation_in_flight_behind_a_blocked_send(make_pair, op, target):
     """An RC WR started behind a SEND the peer RNR-NAKs forever (rnr_retry 7): both are in
     flight when the QP moves. SQD drains only once a receive lets the SEND finish (then
     the WR behind it), ERR flushes both, RESET discards both."""
     h = make_pair(QPType.RC, HOLD)
+    _carried(h, op)
     h.post_send("a")  # RNR-blocked: in flight, and so is what follows it
     h.post_send("a", op)
     h.modify("a", target)
@@ -122,11 +124,12 @@ def test_write_with_immediate_needs_a_receive(make_pair, qp_type):
     h.quiet()
 
 
-@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE])
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.RDMA_WRITE, Op.COMP_SWAP])
 def test_rc_bad_rkey(make_pair, op):
-    """An RC READ or WRITE with a bad rkey: REM_ACCESS_ERR, both ends in ERR (the
+    """An RC READ, WRITE or atomic with a bad rkey: REM_ACCESS_ERR, both ends in ERR (the
     responder's QP_ACCESS_ERR event too)."""
     h = make_pair(QPType.RC)
+    _carried(h, op)
     h.post_recv("a")
     h.post_send("a", op, Fault.BAD_RKEY)
     h.quiet()

@@ -60,6 +60,7 @@ FAULTS = (
     # completions of the other operations: a wrong opcode (a READ reported as a WRITE, a
     # WRITE with immediate received as a plain RECV), immediate data lost
     "read_as_write",
+    "atomic_as_read",
     "write_imm_as_recv",
     "imm_lost",
     # unsignaled WRs: a success completes anyway; a flush of one is lost; its own error
@@ -255,10 +256,12 @@ class FakePair:
         settings: WireSettings = FAST,
         kernel: str = "none",
         iwarp: bool = False,
+        atomics: bool = True,
     ) -> None:
         if fault is not None and fault not in (IWARP_FAULTS if iwarp else FAULTS):
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
+        self.atomics = atomics and not iwarp
         self.stuck: set[str] = set()  # ends that report RTS whatever happened (close_not_seen)
         self.qp_type = QPType(qp_type)
         self.fault = fault
@@ -352,6 +355,8 @@ class FakePair:
             return c
         if self.fault == "read_as_write" and c.opcode == WCOpcode.RDMA_READ:
             return dataclasses.replace(c, opcode=WCOpcode.RDMA_WRITE)
+        if self.fault == "atomic_as_read" and c.opcode in (WCOpcode.COMP_SWAP, WCOpcode.FETCH_ADD):
+            return dataclasses.replace(c, opcode=WCOpcode.RDMA_READ)
         if self.fault == "write_imm_as_recv" and c.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
             return dataclasses.replace(c, opcode=WCOpcode.RECV)
         if self.fault == "imm_lost" and c.imm_data is not None:

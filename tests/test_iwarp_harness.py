@@ -184,7 +184,7 @@ def test_the_report_names_the_variant_and_the_devices_naming(tmp_path: Path) -> 
     assert report["verdict"]["code"] == "conformant"
     # what the iwarp variant rules out, at a glance (models/capabilities.py)
     assert {f for f, has in report["capabilities"].items() if not has} == {
-        "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT"
+        "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS"
     }
     rc = next(m for m in report["transitions"] if m["qp_type"] == "RC")
     assert not rc["cells"]["INIT"]["RTS"]["legal"]

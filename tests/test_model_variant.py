@@ -123,13 +123,15 @@ def test_consults_is_the_old_catalog_test(name: str) -> None:
 # ------------------------------------------------------------------ capabilities
 def test_the_features_are_the_quirk_files_features() -> None:
     assert engine_quirks.FEATURES is FEATURES
-    assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT")
+    assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS")
 
 
 def test_what_each_variant_allows() -> None:
     assert Capabilities.of(LINUX) == Capabilities.of(IBTA) == Capabilities()
     assert Capabilities.of(LINUX).lacks == ()
-    assert Capabilities.of(IWARP).lacks == ("ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT")
+    assert Capabilities.of(IWARP).lacks == (
+        "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS"
+    )
     assert Capabilities.of(IWARP).sqd and Capabilities.of(IWARP).sqe  # CLOSING, TERMINATE
 
 
@@ -179,4 +181,4 @@ def test_a_profile_gives_the_device_capabilities_at_a_glance() -> None:
     assert run.lacked_features == ("SQD",)
     assert run.capabilities(LINUX).lacks == ("SQD",)
     assert run.capabilities(IWARP).lacks == ("SQD", "ALT_PATH", "XRC", "RAW_PACKET",
-                                             "RATE_LIMIT")
+                                             "RATE_LIMIT", "ATOMICS")

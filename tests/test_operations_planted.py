@@ -49,6 +49,14 @@ def _read(h: PairHarness) -> None:
     h.post_send("a", Op.SEND)  # takes the receive the READ left
 
 
+def _atomics(h: PairHarness) -> None:
+    """Both atomics (RC), with a receive posted at the responder they must not consume."""
+    h.post_recv("b")
+    h.post_send("a", Op.COMP_SWAP)
+    h.post_send("a", Op.FETCH_ADD)
+    h.post_send("a", Op.SEND)
+
+
 def _unsignaled(h: PairHarness) -> None:
     """Selective signaling: two unsignaled WRs, then a signaled one that retires them."""
     h.post_recv("b")
@@ -71,10 +79,10 @@ def _unsignaled_error(h: PairHarness) -> None:
     h.post_send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
 
 
-SCENARIOS = [_imm, _read, _unsignaled, _unsignaled_flush, _unsignaled_error]
+SCENARIOS = [_imm, _read, _atomics, _unsignaled, _unsignaled_flush, _unsignaled_error]
 
 
-_CLEAN = [(t, s) for t in ALL for s in SCENARIOS if s is not _read or t == QPType.RC]
+_CLEAN = [(t, s) for t in ALL for s in SCENARIOS if s not in (_read, _atomics) or t == QPType.RC]
 
 
 @pytest.mark.parametrize(
@@ -90,6 +98,7 @@ def test_clean_fake_has_no_divergence(qp_type: QPType, scenario: Callable) -> No
 #: (planted fault, scenario, QP types, divergence kind, rule)
 PLANTED = [
     ("read_as_write", _read, [QPType.RC], "fields", "pair.completion.opcode"),
+    ("atomic_as_read", _atomics, [QPType.RC], "fields", "pair.completion.opcode"),
     ("write_imm_as_recv", _imm, [QPType.RC, QPType.UC], "fields", "pair.completion.opcode"),
     ("imm_lost", _imm, ALL, "fields", "pair.imm.delivered"),
     ("unsignaled_completes", _unsignaled, ALL, "completion", "pair.unsignaled.silent"),
@@ -224,3 +233,26 @@ def test_an_error_completion_s_opcode_is_not_judged() -> None:
     ledger.add_due(due, SEND_DONE, 0)
     got = Completion(7, "send", WCStatus.WR_FLUSH_ERR, 1, WCOpcode.SEND)
     assert ledger.match(got).found is Found.MATCH
+
+
+def test_a_pair_without_atomics_carries_none_and_the_suite_says_why() -> None:
+    from suites.test_operations import test_rc_bad_rkey
+
+    h = PairHarness(FakePair(QPType.RC, atomics=False), sink=None, time_scale=0.01)
+    assert not any(op.atomic for op in h.ops) and Op.RDMA_READ in h.ops
+
+    def make_pair(qp_type: QPType, *_: object) -> PairHarness:
+        h.connect()
+        return h
+
+    with pytest.raises(pytest.skip.Exception, match="atomic_cap is NONE"):
+        test_rc_bad_rkey(make_pair, Op.COMP_SWAP)
+
+
+def test_a_device_without_atomics_lacks_the_feature_in_the_report() -> None:
+    from reports.qualification import build_report
+
+    run = {"identity": {"device": "x", "atomic_cap": "none"}, "steps": [], "settings": {}}
+    assert build_report(run)["capabilities"]["ATOMICS"] is False
+    run["identity"]["atomic_cap"] = "hca"
+    assert build_report(run)["capabilities"]["ATOMICS"] is True

@@ -221,10 +221,11 @@ def test_state_machine_finds_nothing_on_a_clean_fake(qp_type):
 
 
 def test_state_machine_catches_a_planted_fault():
-    """A lost flush is caught by the machine, from a fixed seed. Not derandomize: that
-    seeds from a hash of the test function, so an unrelated edit reshuffled the exploration (a
-    lost flush needs two WRs outstanding at a move to ERR, which about half of the
-    explorations of 200 examples never build)."""
+    """A lost flush is caught by the machine, from a fixed seed (not derandomize: that seeds
+    from a hash of the test function, so an unrelated edit reshuffles the exploration). A lost
+    flush needs two WRs outstanding at a move to ERR: the machine's flush_outstanding rule is
+    drawn exactly then (without it, 6 of 10 seeds of 200 examples found it; with it, 10 of 10
+    in a quarter of the time)."""
     from hypothesis import seed, settings
 
     from qpconform.machines.pair import machine_for

@@ -53,9 +53,10 @@ def bring_up_mask(qp_type: QPType, cur: QPState, nxt: QPState) -> Attr:
     return _BRING_UP.get((cur, nxt), {}).get(QPType(qp_type), Attr(0))
 
 
-#: What a connected QP lets its peer do: write (RC, UC) and read (RC only: UC has no READ).
+#: What a connected QP lets its peer do: write (RC, UC), read and atomics (RC only).
 _ACCESS = {
-    QPType.RC: AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ,
+    QPType.RC: AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ
+    | AccessFlag.REMOTE_ATOMIC,
     QPType.UC: AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE,
 }
 

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
+from models.operations import ops_for
 from models.outcomes import Expectation, Outcome
 from models.pair import (
     RC_RETRY_EXHAUSTED,
@@ -131,6 +132,9 @@ class PairHarness(PairFollowing, Engine):
             else PairModel(device.qp_type, self.variant, settings)
         )
         self.settings = settings
+        #: The operations this pair carries: its QP type's, less the atomics a device lacks.
+        self.ops = ops_for(device.qp_type, self.variant.connection_managed,
+                           atomics=getattr(device, "atomics", True))
         scale = 1.0 if time_scale is None else time_scale
         bound = settings.bound()
         if self.variant.connection_managed:  # the connection may take a while to end at the peer

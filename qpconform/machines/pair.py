@@ -79,6 +79,18 @@ class PairMachine(RuleBasedStateMachine):
                 self.h.close()
 
 
+def _outstanding(h: PairHarness, side: str) -> int:
+    """WRs the model says are outstanding on one end (receives and sends)."""
+    qp = h.model.qp(side)
+    return 0 if side in h.model.gone else len(qp.recvs) + len(qp.outstanding_sends)
+
+
+def _loaded(machine: PairMachine, n: int) -> bool:
+    """Has either end at least `n` WRs outstanding?"""
+    h = getattr(machine, "h", None)
+    return h is not None and any(_outstanding(h, s) >= n for s in ("a", "b"))
+
+
 def machine_for(
     qp_type: QPType, make: Callable[[], PairHarness], faults: Collection[str] = FAULTS
 ) -> type[RuleBasedStateMachine]:
@@ -90,14 +102,14 @@ def machine_for(
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
         def post_send(self, side: str, op: Op) -> None:
-            if self._state(side) in _SENDABLE:
+            if self._state(side) in _SENDABLE and op in self.h.ops:
                 self.h.post_send(side, op)
 
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
             """Unsignaled WRs, then a signaled one (selective signaling)."""
             for i, op in enumerate(ops):
-                if self._state(side) not in _SENDABLE:
+                if self._state(side) not in _SENDABLE or op not in self.h.ops:
                     return
                 self.h.post_send(side, op, signaled=i == len(ops) - 1)
 
@@ -114,6 +126,15 @@ def machine_for(
             bit = Attr.EN_SQD_ASYNC_NOTIFY if extra else Attr(0)
             self.h.modify(side, nxt, {**psns, **extra}, bit)
 
+        @precondition(lambda self: _loaded(self, 2))
+        @rule(side=SIDES)
+        def flush_outstanding(self, side: str) -> None:
+            """An end with two WRs or more outstanding moves to ERR: each is flushed, in
+            posting order (drawn when it can mean something: a lost or reordered flush
+            needs two)."""
+            if _outstanding(self.h, side) >= 2:
+                self.h.modify(side, S.ERR)
+
         @precondition(lambda self: "bad_lkey" in faults)
         @rule(side=SIDES, signaled=st.booleans())
         def send_bad_lkey(self, side: str, signaled: bool) -> None:
@@ -125,7 +146,7 @@ def machine_for(
         @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.remote
                                               and not o.consumes_recv]))
         def write_bad_rkey(self, side: str, op: Op) -> None:
-            if self._state(side) in _SENDABLE:
+            if self._state(side) in _SENDABLE and op in self.h.ops:
                 self.h.post_send(side, op, Fault.BAD_RKEY)
 
         @precondition(lambda self: "peer" in faults)
