@@ -45,6 +45,10 @@ CATEGORIES = (
     "reset",
     "sqd",
     "events",
+    "opcode",
+    "read",
+    "imm",
+    "unsignaled",
 )
 #: Exit statuses of ``qpconform vm`` (vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA
