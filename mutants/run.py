@@ -45,6 +45,10 @@ CATEGORIES = (
     "reset",
     "sqd",
     "events",
+    "opcode",
+    "read",
+    "imm",
+    "unsignaled",
 )
 #: Exit statuses of ``qpconform vm`` (vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA
@@ -252,19 +256,30 @@ def _note(msg: str) -> None:
     print(f"qpconform mutants: {msg}", file=sys.stderr, flush=True)
 
 
-def gate(plan: Plan, release: str, run_id: str, ko: Path) -> tuple[int, float, Path]:
-    """One VM boot running the suite against module ``ko``; records in out_root/release/run_id."""
-    device = f"{drivers.spec(plan.driver).name}0"
-    out_dir = plan.out_root / release / run_id
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
+#: Drivers whose pair tests need a second device: siw's iWARP pair is siw0 -> siw1, connected
+#: through rdma_cm (a QP cannot connect to its own device's address); rxe's pair tests run on
+#: rxe0 alone, as the measured runs did.
+TWO_DEVICE_DRIVERS = frozenset({"siw"})
+
+
+def device_args(driver: str) -> list[str]:
+    """The suite's device options for ``driver``: ``--device <name>0``, and for a driver
+    whose pairs span two devices ``--peer-device <name>1`` (the VM sets up both)."""
+    name = drivers.spec(driver).name
+    args = ["--device", f"{name}0"]
+    if driver in TWO_DEVICE_DRIVERS:
+        args += ["--peer-device", f"{name}1"]
+    return args
+
+
+def gate_command(plan: Plan, release: str, ko: Path, out_dir: Path) -> list[str]:
+    """The ``qpconform vm`` command line that gates module ``ko`` (records in ``out_dir``)."""
     pytest_cmd = [
         "python3",
         "-m",
         "pytest",
         *plan.pytest_args,
-        "--device",
-        device,
+        *device_args(plan.driver),
         "--hypothesis-profile",
         plan.profile,
         "-q",
@@ -276,7 +291,7 @@ def gate(plan: Plan, release: str, run_id: str, ko: Path) -> tuple[int, float, P
         pytest_cmd.append("--maxfail=1")
     if plan.workers > 1:
         pytest_cmd += ["-n", str(plan.workers)]
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "qpconform",
@@ -296,6 +311,14 @@ def gate(plan: Plan, release: str, run_id: str, ko: Path) -> tuple[int, float, P
         "--",
         *pytest_cmd,
     ]
+
+
+def gate(plan: Plan, release: str, run_id: str, ko: Path) -> tuple[int, float, Path]:
+    """One VM boot running the suite against module ``ko``; records in out_root/release/run_id."""
+    out_dir = plan.out_root / release / run_id
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    cmd = gate_command(plan, release, ko, out_dir)
     started = time.monotonic()
     with open(out_dir / "console.txt", "w") as console:
         status = subprocess.run(

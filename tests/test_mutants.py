@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from mutants import run
+from qpconform import cli
+from vm import drivers
 
 SHIPPED = run.load_catalog("rxe")
+SHIPPED_SIW = run.load_catalog("siw")
+CATALOGS = {"rxe": SHIPPED, "siw": SHIPPED_SIW}
 
 
 def write_catalog(base: Path, body: str, patches: dict[str, str] | None = None) -> None:
@@ -31,24 +35,113 @@ kernels = ["6.1"]
 """
 
 
-def test_shipped_catalog_has_20_plus_mutants_over_every_category_and_a_ci_sample():
-    assert len(SHIPPED) >= 20
+#: The categories of the operations a QP carries (issue 24): completion opcodes, RDMA READ,
+#: immediate data, selective signaling.
+OPERATION_CATEGORIES = {"opcode", "read", "imm", "unsignaled"}
+
+
+def test_shipped_catalog_has_49_mutants_over_every_category_and_a_ci_sample():
+    assert len(SHIPPED) >= 49
     assert {m.category for m in SHIPPED} == set(run.CATEGORIES)
     assert len([m for m in SHIPPED if m.ci]) >= 3
     for m in SHIPPED:
         assert m.kernels and set(m.kernels) <= {"6.1", "6.12"}, m.id
 
 
+def test_operation_mutants_cover_both_kernels_say_how_they_show_and_stay_out_of_ci():
+    """At least 12 mutants of the operations paths, each patched for 6.1 and 6.12, each
+    naming what the suite sees (observable), none in the CI sample (not yet measured)."""
+    ops = [m for m in SHIPPED if m.category in OPERATION_CATEGORIES]
+    assert len(ops) >= 12
+    assert {m.category for m in ops} == OPERATION_CATEGORIES
+    for m in ops:
+        assert m.kernels == ("6.1", "6.12"), m.id
+        assert m.observable and not m.ci, m.id
+
+
+def test_every_shipped_patch_names_its_mutant_driver_kernel_and_category():
+    """The header line before the diff says which mutant, module, kernel and category it is
+    (so a patch copied to the wrong folder or id is caught here, not in a VM run)."""
+    for driver, catalog in CATALOGS.items():
+        module = drivers.spec(driver).module
+        for m in catalog:
+            for series in m.kernels:
+                first = run.patch_file(driver, series, m.id).read_text().splitlines()[0]
+                assert first.startswith(
+                    f"qpconform mutant {m.id} for {module} (Linux {series})"
+                ), (driver, m.id, series, first)
+                assert first.endswith(f"category {m.category}."), (m.id, series, first)
+
+
+def test_shipped_siw_catalog_has_8_plus_mutants_on_both_kernels_none_in_ci():
+    """The first siw catalog: each mutant patched for 6.1 and 6.12, saying what the iwarp
+    suites see, none in the CI sample (not yet measured); its patches touch siw's files."""
+    assert len(SHIPPED_SIW) >= 8
+    assert {m.category for m in SHIPPED_SIW} <= set(run.CATEGORIES)
+    for m in SHIPPED_SIW:
+        assert m.kernels == ("6.1", "6.12"), m.id
+        assert m.observable and not m.ci, m.id
+        for series in m.kernels:
+            text = run.patch_file("siw", series, m.id).read_text()
+            assert all(
+                line[len("--- a/"):].startswith("siw_")
+                for line in text.splitlines() if line.startswith("--- a/")
+            ), m.id
+    assert run.Plan(driver="siw", ci_sample=True).selected(SHIPPED_SIW) == []
+
+
+def test_gate_command_for_rxe_uses_rxe0_alone(tmp_path):
+    ko = tmp_path / "rdma_rxe.ko"
+    cmd = run.gate_command(run.Plan(), "bookworm", ko, tmp_path / "out")
+    vm = cmd[: cmd.index("--")]
+    pytest_cmd = cmd[cmd.index("--") + 1 :]
+    assert vm[1:4] == ["-m", "qpconform", "vm"]
+    assert vm[vm.index("--driver") + 1] == "rxe" and vm[vm.index("--module") + 1] == str(ko)
+    assert vm[vm.index("--release") + 1] == "bookworm"
+    assert pytest_cmd[pytest_cmd.index("--device") + 1] == "rxe0"
+    assert "--peer-device" not in pytest_cmd
+    assert "--maxfail=1" in pytest_cmd and pytest_cmd[-2:] == ["-n", "2"]
+    assert f"--junitxml={tmp_path / 'out' / 'junit.xml'}" in pytest_cmd
+
+
+def test_gate_command_for_siw_uses_the_siw0_siw1_pair(tmp_path):
+    """siw's pair tests need two devices (iWARP connects through rdma_cm): the gate runs
+    the suite on siw0 -> siw1 with the siw module built from the mutant."""
+    ko = tmp_path / "siw.ko"
+    plan = run.Plan(driver="siw", pytest_args=("suites/test_operations.py",))
+    cmd = run.gate_command(plan, "trixie", ko, tmp_path / "out")
+    vm = cmd[: cmd.index("--")]
+    pytest_cmd = cmd[cmd.index("--") + 1 :]
+    assert vm[vm.index("--driver") + 1] == "siw" and vm[vm.index("--module") + 1] == str(ko)
+    assert vm[vm.index("--release") + 1] == "trixie"
+    at = pytest_cmd.index("--device")
+    assert pytest_cmd[at : at + 4] == ["--device", "siw0", "--peer-device", "siw1"]
+    assert pytest_cmd[3] == "suites/test_operations.py"
+    assert run.device_args("siw") == ["--device", "siw0", "--peer-device", "siw1"]
+    assert run.device_args("rxe") == ["--device", "rxe0"]
+
+
+def test_cli_mutants_driver_siw_reaches_the_plan(monkeypatch):
+    seen: list[run.Plan] = []
+    monkeypatch.setattr(run, "main", lambda plan, output: seen.append(plan) or 0)
+    assert cli.main(["mutants", "--driver", "siw", "--only", SHIPPED_SIW[0].id,
+                     "--release", "trixie"]) == 0
+    (plan,) = seen
+    assert plan.driver == "siw" and plan.releases == ("trixie",)
+    assert [m.id for m in plan.selected(run.load_catalog(plan.driver))] == [SHIPPED_SIW[0].id]
+
+
 def test_every_shipped_patch_is_a_unified_diff_that_changes_something():
     """Applying them to the stock source is the mutation run's job (it fails on any reject)."""
-    for m in SHIPPED:
-        for series in m.kernels:
-            text = run.patch_file("rxe", series, m.id).read_text()
-            assert "\n--- a/" in "\n" + text and "\n+++ b/" in text, m.id
-            assert any(
-                line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
-                for line in text.splitlines()
-            ), f"{m.id} changes nothing"
+    for driver, catalog in CATALOGS.items():
+        for m in catalog:
+            for series in m.kernels:
+                text = run.patch_file(driver, series, m.id).read_text()
+                assert "\n--- a/" in "\n" + text and "\n+++ b/" in text, m.id
+                assert any(
+                    line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+                    for line in text.splitlines()
+                ), f"{m.id} changes nothing"
 
 
 def test_unknown_key_and_category_are_named(tmp_path):
