@@ -104,7 +104,9 @@ class QPModel(QPModify):
         mask = Attr(int(mask))
         self._modify_mask = mask
         # what query_qp is compared with after it (iwarp: the state only)
-        checked: list[Rule] = self.stored.rules(mask) if self.variant.reads_back_attributes else []
+        checked: list[Rule] = (
+            self.stored.rules(mask, attrs) if self.variant.reads_back_attributes else []
+        )
         refuse = self._refuser(attrs, mask, checked)
         refusal = self._abi_refusal(attrs, mask, checked)
         if refusal is not None:

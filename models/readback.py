@@ -155,14 +155,22 @@ class Stored:
             if bit in mask:
                 self.fields.pop(name, None)
 
-    def rules(self, mask: Attr | None = None) -> list[Rule]:
-        """The read-back rules a verb is checked against (a modify with `mask`, or a query):
-        every known field is compared; a modify's own fields read back as set, the others
-        unchanged, and nothing changes if it is refused."""
+    def rules(
+        self, mask: Attr | None = None, attrs: Mapping[str, int] | None = None
+    ) -> list[Rule]:
+        """The read-back rules a verb is checked against (a modify with `mask` and `attrs`,
+        or a query): every known field is compared; a modify's own fields read back as set
+        (by the rule of the value it sets: a non-power-of-two rd_atomic depth may read back
+        rounded, READBACK_ROUNDED), the others unchanged, and nothing changes if it is
+        refused."""
         found = {e.rule.id: e.rule for e in self.fields.values()}
         if mask is not None:
             if any(bit in mask for bit in COMPARED.values()):
                 found.setdefault(READBACK.id, READBACK)
+            for name, bit in COMPARED.items():  # compared right after the modify
+                if bit in mask and attrs is not None and name in attrs:
+                    rule = _expected(name, int(attrs[name]), int(mask)).rule
+                    found.setdefault(rule.id, rule)
             if self.fields:
                 found[READBACK_UNMASKED.id] = READBACK_UNMASKED
                 found[READBACK_REFUSED.id] = READBACK_REFUSED

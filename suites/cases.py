@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from models.attributes import PSN_LIMIT, DeviceCaps
+from models.attributes import MIG_ARMED, MIG_REARM, PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, AccessFlag, Attr, QPState, QPType
 from models.reach import reachable_states
 from models.table import TransitionTable
@@ -112,6 +112,8 @@ FIELD_BITS: dict[str, int] = {
     "pkey_index": 16,
     "port_num": 8,
     "ah_port_num": 8,
+    "alt_port_num": 8,
+    "alt_ah_port_num": 8,
     "ah_sgid_index": 8,
     "timeout": 8,
     "retry_cnt": 8,
@@ -276,6 +278,8 @@ class _Boundary:
     bit: Attr
     values: tuple[tuple[int | Bound, bool], ...]  # (value, inside the IBTA range?)
     pairs: tuple[tuple[QPState, QPState], ...] = field(default=())
+    #: The variants whose value rules read the field (default: every variant).
+    applies: Callable[[Variant], bool] = field(default=lambda v: True)
 
 
 _PSN_VALUES: tuple[tuple[int | Bound, bool], ...] = ((PSN_LIMIT - 1, True), (PSN_LIMIT, False))
@@ -309,20 +313,49 @@ BOUNDARIES: tuple[_Boundary, ...] = (
     _Boundary("sq_psn", Attr.SQ_PSN, _PSN_VALUES),
     _Boundary("rq_psn", Attr.RQ_PSN, _PSN_VALUES),
     _Boundary("dest_qp_num", Attr.DEST_QPN, _PSN_VALUES),
+    # one below the limit too: in range, and not a power of two on most devices (rxe's 128:
+    # 127), so a driver may read it back rounded (attr.readback.rd_atomic_rounded)
     _Boundary(
         "max_rd_atomic",
         Attr.MAX_QP_RD_ATOMIC,
-        ((Bound("max_qp_init_rd_atom"), True), (Bound("max_qp_init_rd_atom", 1), False)),
+        (
+            (Bound("max_qp_init_rd_atom", -1), True),
+            (Bound("max_qp_init_rd_atom"), True),
+            (Bound("max_qp_init_rd_atom", 1), False),
+        ),
     ),
     _Boundary(
         "max_dest_rd_atomic",
         Attr.MAX_DEST_RD_ATOMIC,
-        ((Bound("max_qp_rd_atom"), True), (Bound("max_qp_rd_atom", 1), False)),
+        (
+            (Bound("max_qp_rd_atom", -1), True),
+            (Bound("max_qp_rd_atom"), True),
+            (Bound("max_qp_rd_atom", 1), False),
+        ),
     ),
     _Boundary(
         "qp_access_flags",
         Attr.ACCESS_FLAGS,
         ((int(AccessFlag(15)), True), (_UNDEFINED_ACCESS_BIT, False)),
+    ),
+    # alternate paths (APM), where a connected QP first takes one (INIT->RTR): the last
+    # port is valid (a RoCE port still refuses it: attr.alt_path.roce), 0 and one past the
+    # last are not (uverbs: attr.alt_port_num.range, attr.alt_ah_port_num.match, checked
+    # before the core's RoCE ban)
+    _Boundary(
+        "alt_port_num",
+        Attr.ALT_PATH,
+        ((Bound("phys_port_cnt"), True), (0, False), (Bound("phys_port_cnt", 1), False)),
+    ),
+    _Boundary(
+        "alt_ah_port_num",
+        Attr.ALT_PATH,
+        ((0, False), (Bound("phys_port_cnt", 1), False)),
+        applies=lambda v: v.enforces_linux_abi,  # the alternate AV's port: a uverbs check
+    ),
+    # REARM a consumer may ask for; ARMED is left to the driver (attr.path_mig_state.armed)
+    _Boundary(
+        "path_mig_state", Attr.PATH_MIG_STATE, ((MIG_REARM, True), (MIG_ARMED, False))
     ),
     _Boundary("qp_state", Attr.STATE, ((7, False),), ((S.RESET, S.INIT),)),
     _Boundary("cur_qp_state", Attr.CUR_STATE, ((7, False),)),
@@ -375,7 +408,8 @@ def attribute_groups(
     variant: Variant | str = LINUX, qp_types: Iterable[QPType] | None = None
 ) -> list[Group]:
     """Boundary values of every value rule, each at the transition that takes the attribute."""
-    table = parse_variant(variant).table
+    var = parse_variant(variant)
+    table = var.table
     groups: list[Group] = []
     for qp_type in _types(qp_types):
         unknown = _unknown_type(table, qp_type, "attributes")
@@ -383,6 +417,8 @@ def attribute_groups(
             groups.append(unknown)
             continue
         for b in BOUNDARIES:
+            if not b.applies(var):
+                continue
             pair = b.pairs[0] if b.pairs else boundary_pair(table, qp_type, b.bit)
             if pair is None:
                 continue  # the type never takes this attribute

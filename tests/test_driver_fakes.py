@@ -133,12 +133,16 @@ UNREACHED: dict[str, dict[str, str]] = {
 }
 _WIDTHS = {f"attr.{f}.width": {"accepted"}
            for f in ("dest_qp_num", "min_rnr_timer", "retry_cnt", "rnr_retry", "timeout")}
-_RC_CHOICES = {**_WIDTHS, "attr.qp_access_flags.driver": {"accepted"}}
+_RC_CHOICES = {
+    **_WIDTHS, "attr.qp_access_flags.driver": {"accepted"},
+    "attr.path_mig_state.armed": {"accepted"},
+}
 #: What each fake chose where the model lets the driver choose (the report's
 #: characteristics): mlx5 and efa pass an asserted CUR_STATE to the firmware (the model's
 #: accept); bnxt_re and irdma check the table from their own state, so a wrong CUR_STATE is
 #: accepted or refused; hns refuses any CUR_STATE but its own. No driver refuses an
-#: over-wide timeout, retry count or QPN, nor an undefined access bit.
+#: over-wide timeout, retry count or QPN, nor an undefined access bit; the RC fakes take
+#: path_mig_state ARMED (mlx5 stores it; rdmavt, not faked here, refuses it).
 CHOICES: dict[str, dict[str, set[str]]] = {
     "mlx5": {**_RC_CHOICES, "linux.cur_state.assumed": {"accepted"}},
     "bnxt_re": {**_RC_CHOICES, "linux.cur_state.assumed": {"accepted", "refused (EINVAL)"}},

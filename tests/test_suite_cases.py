@@ -11,7 +11,7 @@ import pytest
 
 from models.attributes import PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, Attr, QPState, QPType
-from models.outcomes import Outcome
+from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.variant import variant
 from suites import cases
@@ -198,8 +198,13 @@ _LEFT_TO_THE_DRIVER = (
 )
 
 
-def _expected(c: Case, var: str) -> Outcome:
+def _expected(c: Case, var: str, caps: DeviceCaps | None = None) -> Outcome:
     field = c.attrs[0][0] if c.attrs else ""
+    roce = (caps or DeviceCaps()).link_layer == "ethernet"
+    if var == "linux" and c.bit == Attr.ALT_PATH and roce:
+        return Outcome.REFUSE  # uverbs refuses a bad port first, the core any APM on RoCE
+    if field == "path_mig_state" and not c.in_range:
+        return Outcome.EITHER  # ARMED: left to the driver under every variant
     if c.in_range:
         return Outcome.ACCEPT
     if var == "linux" and field in ("sq_psn", "rq_psn"):
@@ -212,8 +217,12 @@ def _expected(c: Case, var: str) -> Outcome:
 @pytest.mark.parametrize("var", VARIANTS)
 @pytest.mark.parametrize(
     "caps",
-    [DeviceCaps(), DeviceCaps(max_mtu=MTU.MTU_1024, pkey_tbl_len=64, phys_port_cnt=2)],
-    ids=["default-caps", "mtu1024-2ports"],
+    [
+        DeviceCaps(),
+        DeviceCaps(max_mtu=MTU.MTU_1024, pkey_tbl_len=64, phys_port_cnt=2),
+        DeviceCaps(link_layer="infiniband", phys_port_cnt=2),
+    ],
+    ids=["default-caps", "mtu1024-2ports", "ib-2ports"],
 )
 def test_boundaries_fall_on_the_right_side(var: str, caps: DeviceCaps) -> None:
     seen = 0
@@ -224,7 +233,7 @@ def test_boundaries_fall_on_the_right_side(var: str, caps: DeviceCaps) -> None:
         if c.unfit_reason(caps) is not None:
             continue
         got = _outcome(c, var, caps)
-        assert got is _expected(c, var), (c.id, var)
+        assert got is _expected(c, var, caps), (c.id, var)
         seen += 1
     assert seen > 50
 
@@ -244,6 +253,89 @@ def test_boundaries_sit_at_the_transition_that_takes_them() -> None:
     assert not [i for i in by_id if i.startswith("UC-") and "max_rd_atomic" in i]
     for c in by_id.values():
         assert c.bit is not None and c.mask & c.bit == c.bit
+
+
+#: What SoftRoCE (rxe) reports: one RoCE port, RD atomic depths of 128, a 1024 netdev MTU.
+RXE_LIKE = DeviceCaps(
+    link_layer="ethernet", phys_port_cnt=1, max_qp_rd_atom=128, max_qp_init_rd_atom=128,
+    active_mtu=MTU.MTU_1024, max_mtu=MTU.MTU_4096,
+)
+
+
+def _expectation(case: Case, var: str, caps: DeviceCaps) -> tuple[QPModel, Expectation]:
+    """The model's expectation for a case, the model driven to case.cur as bring_to() does."""
+    model = _model_at(case.qp_type, case.cur, var, caps)
+    attrs = {**VALID, "qp_state": int(case.nxt), "cur_qp_state": int(case.cur)}
+    attrs.update(case.overrides(caps))
+    return model, model.modify(attrs, case.mask)
+
+
+@pytest.mark.parametrize(
+    ("case_id", "outcome", "decided_by"),
+    [
+        # a valid alternate path: only the core's RoCE ban refuses it
+        ("RC-INIT-RTR-alt_port_num-phys_port_cnt", Outcome.REFUSE, "attr.alt_path.roce"),
+        ("UC-INIT-RTR-alt_port_num-phys_port_cnt", Outcome.REFUSE, "attr.alt_path.roce"),
+        # a bad port: uverbs refuses it before the core looks at the link layer
+        ("RC-INIT-RTR-alt_port_num-0", Outcome.REFUSE, "attr.alt_port_num.range"),
+        ("RC-INIT-RTR-alt_port_num-phys_port_cnt+1", Outcome.REFUSE, "attr.alt_port_num.range"),
+        ("RC-INIT-RTR-alt_ah_port_num-0", Outcome.REFUSE, "attr.alt_ah_port_num.match"),
+        ("UC-INIT-RTR-alt_ah_port_num-phys_port_cnt+1", Outcome.REFUSE,
+         "attr.alt_ah_port_num.match"),
+        ("RC-RTR-RTS-path_mig_state-2", Outcome.EITHER, "attr.path_mig_state.armed"),
+        ("UC-RTR-RTS-path_mig_state-1", Outcome.ACCEPT, "linux.transition.UC.RTR->RTS"),
+    ],
+)
+def test_rxe_like_cases_exercise_the_alternate_path_and_migration_rules(
+    case_id: str, outcome: Outcome, decided_by: str
+) -> None:
+    """Every ALT_PATH value rule is consulted on a RoCE port (uverbs' port checks come
+    before the core's RoCE ban), and PATH_MIG_STATE's rule wherever the bit is set."""
+    case = _by_id(cases.attribute_groups("linux", [T.RC, T.UC]))[case_id]
+    _, exp = _expectation(case, "linux", RXE_LIKE)
+    assert (exp.outcome, exp.rule.id) == (outcome, decided_by)
+    checked = {r.id for r in exp.checked}
+    if case.bit == Attr.ALT_PATH:
+        assert {"attr.alt_port_num.range", "attr.alt_ah_port_num.match",
+                "attr.alt_path.roce"} <= checked
+    else:
+        assert "attr.path_mig_state.armed" in checked
+
+
+@pytest.mark.parametrize(
+    ("case_id", "field"),
+    [
+        ("RC-RTR-RTS-max_rd_atomic-max_qp_init_rd_atom-1", "max_rd_atomic"),
+        ("RC-INIT-RTR-max_dest_rd_atomic-max_qp_rd_atom-1", "max_dest_rd_atomic"),
+    ],
+)
+def test_rxe_like_cases_exercise_the_rounded_rd_atomic_read_back(case_id: str, field: str) -> None:
+    """127 (one below rxe's 128) is accepted and may read back as 64 or 128: the modify that
+    sets it is checked against attr.readback.rd_atomic_rounded right after it."""
+    case = _by_id(cases.attribute_groups("linux", [T.RC]))[case_id]
+    assert case.overrides(RXE_LIKE) == {field: 127}
+    model, exp = _expectation(case, "linux", RXE_LIKE)
+    assert exp.outcome is Outcome.ACCEPT
+    assert "attr.readback.rd_atomic_rounded" in {r.id for r in exp.checked}
+    model.apply(exp, accepted=True)
+    assert model.stored.fields[field].values == {64, 127, 128}
+    # a power of two reads back as set: the plain rule, not the rounded one
+    limit = _by_id(cases.attribute_groups("linux", [T.RC]))[case_id[: -len("-1")]]
+    _, exp = _expectation(limit, "linux", RXE_LIKE)
+    assert "attr.readback.rd_atomic_rounded" not in {r.id for r in exp.checked}
+
+
+def test_alternate_path_and_migration_cases_are_where_the_types_take_them() -> None:
+    linux = _by_id(cases.attribute_groups("linux"))
+    alt = {i for i in linux if "-alt_" in i}
+    assert {i.split("-", 1)[0] for i in alt} == {"RC", "UC", "XRC_SEND", "XRC_RECV"}  # not UD
+    assert all("-INIT-RTR-" in i for i in alt)  # where a QP first takes an alternate path
+    mig = {i for i in linux if "-path_mig_state-" in i}
+    assert mig and all("-RTR-RTS-" in i for i in mig)
+    # the alternate AV's port is a uverbs check: the ibta variant has no rule for it
+    ibta = _by_id(cases.attribute_groups("ibta"))
+    assert not [i for i in ibta if "alt_ah_port_num" in i]
+    assert "RC-INIT-RTR-alt_port_num-0" in ibta
 
 
 def test_unknown_mask_bits_are_refused_with_eopnotsupp() -> None:
