@@ -536,11 +536,17 @@ class Engine:
             self.report_missing(waited)
         finally:
             self.close_settle()
-        if window > 0 and self.judge.recorder is not None:  # a deliberate quiet window
-            for track in self.tracks():
-                ids = [r.id for r in _watched_in_quiet(track)]
-                state = track.model.state.name
-                self.judge.recorder.step(track.qp_type.name, "quiet", state, None, ids, "match")
+
+    def note_watched(self) -> None:
+        """Record the "must not happen" rules a deliberate quiet window just checked on each
+        QP (only there: the other windows' lengths depend on timing, and a replay must
+        record the same steps)."""
+        if self.judge.recorder is None:
+            return
+        for track in self.tracks():
+            ids = [r.id for r in _watched_in_quiet(track)]
+            state = track.model.state.name
+            self.judge.recorder.step(track.qp_type.name, "quiet", state, None, ids, "match")
 
     def poll_and_settle(self, bound: float) -> None:
         """One poll of every tracked QP, the bounded wait only while something is due, and

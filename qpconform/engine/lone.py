@@ -458,6 +458,7 @@ class Checker(Engine):
             self.poll_and_settle(self.must_wait)
         else:
             self.observe(window, self.must_wait)
+            self.note_watched()
             for track in self.tracks():
                 track.quiet_from = None
 

@@ -364,6 +364,7 @@ class PairHarness(PairFollowing, Engine):
     def quiet(self, window: float | None = None) -> None:
         """The deliberate "must not happen" window: observe for `window` s, then check."""
         self.observe(self.quiet_window if window is None else window, 0.0)
+        self.note_watched()
         self._check_states()
 
     def close(self) -> None:

@@ -105,6 +105,15 @@ def machine_for(
             if self._state(side) in _SENDABLE and op in self.h.ops:
                 self.h.post_send(side, op)
 
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
+        def exchange(self, side: str, op: Op) -> None:
+            """The peer posts a receive, then `side` posts `op`: traffic as applications
+            run it (a receive waiting), so each operation's completions are compared at
+            both ends, not only its errors."""
+            if self._state(side) in _SENDABLE and op in self.h.ops:
+                self.h.post_recv(self.h.model.peer_of(side))
+                self.h.post_send(side, op)
+
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
             """Unsignaled WRs, then a signaled one (selective signaling)."""
