@@ -19,6 +19,7 @@ from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
+from qpconform.engine.pair import PairHarness
 
 FAULTS = (
     "lost_flush",
@@ -450,3 +451,10 @@ def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
 
 #: The opcode of a completion the model names none for (a lone QP's SEND, its receive).
 _DEFAULT_OPCODE = {"send": WCOpcode.SEND, "recv": WCOpcode.RECV}
+
+
+def connected_fake(qp_type: QPType, fault: str | None = None) -> PairHarness:
+    """A harness over a fake pair of `qp_type` (planting `fault`), both ends in RTS."""
+    h = PairHarness(FakePair(qp_type, fault), sink=None, time_scale=0.01)
+    h.connect()
+    return h

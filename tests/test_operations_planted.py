@@ -22,16 +22,10 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
-from tests.fake_pair import FakePair
+from tests.fake_pair import FakePair, connected_fake
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
-
-
-def _harness(qp_type: QPType, fault: str | None = None) -> PairHarness:
-    h = PairHarness(FakePair(qp_type, fault), sink=None, time_scale=0.01)
-    h.connect()
-    return h
 
 
 def _imm(h: PairHarness) -> None:
@@ -89,7 +83,7 @@ _CLEAN = [(t, s) for t in ALL for s in SCENARIOS if s not in (_read, _atomics) o
     ("qp_type", "scenario"), _CLEAN, ids=[f"{t.name}-{s.__name__.strip('_')}" for t, s in _CLEAN]
 )
 def test_clean_fake_has_no_divergence(qp_type: QPType, scenario: Callable) -> None:
-    h = _harness(qp_type)
+    h = connected_fake(qp_type)
     scenario(h)
     h.quiet(0.01)
     assert h.known == []
@@ -113,7 +107,7 @@ _CASES = [(f, s, t, k, r) for f, s, types, k, r in PLANTED for t in types]
     ids=[f"{f}-{t.name}" for f, _, t, _, _ in _CASES],
 )
 def test_planted_fault_is_caught(fault, scenario, qp_type, kind, rule) -> None:
-    h = _harness(qp_type, fault)
+    h = connected_fake(qp_type, fault)
     with pytest.raises(DivergenceError) as caught:
         scenario(h)
         h.quiet(0.01)

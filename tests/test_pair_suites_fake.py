@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections import Counter
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from qpconform.engine.connect import FAST
 from qpconform.engine.pair import PairHarness
 from suites import test_drain, test_error_handling, test_operations
 from tests.fake_pair import FakePair
+from tests.rule_log import RuleLog
 
 SUITES = (test_operations, test_error_handling, test_drain)
 #: Rules the cases must exercise between them, on a device with every feature.
@@ -45,33 +45,24 @@ UNREACHABLE = {
 }
 
 
-class RuleLog:
-    """A run recorder that counts the rule ids of every step."""
+def _pair_maker(log: RuleLog):
+    """The suites' make_pair fixture, over clean fake pairs recording into `log`."""
 
-    def __init__(self) -> None:
-        self.rules: Counter[str] = Counter()
+    def make_pair(qp_type: QPType, settings: WireSettings = FAST, connect: bool = True):
+        h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=None,
+                        time_scale=0.01)
+        if connect:
+            h.connect()
+        return h
 
-    def step(self, qp_type: str, verb: str, before: str, target: str | None,
-             rules: list[str], result: str) -> None:
-        self.rules.update(rules)
-
-    def divergence(self, d: Any) -> None:
-        raise AssertionError(f"a clean fake diverged: {d}")
-
-    def choice(self, rule_id: str, chosen: str, situation: str | None = None,
-               where: str = "") -> None:
-        return None
+    return make_pair
 
 
-LOG = RuleLog()
-
-
-def _make_pair(qp_type: QPType, settings: WireSettings = FAST, connect: bool = True):
-    h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=LOG, sink=None,
-                    time_scale=0.01)
-    if connect:
-        h.connect()
-    return h
+def _run(case, kwargs: dict, log: RuleLog) -> None:
+    """One case of a pair suite, as pytest would call it on an InfiniBand device."""
+    if "variant" in inspect.signature(case).parameters:
+        kwargs = {**kwargs, "variant": LINUX}
+    case(_pair_maker(log), **kwargs)  # an iWARP-only case skips (reported), as on an IB device
 
 
 def _calls():
@@ -98,23 +89,21 @@ def _calls():
 CASES = list(_calls())
 
 
+def pair_case_rules() -> Counter[str]:
+    """Every case of the pair suites run once on a clean fake: the rules they exercised."""
+    log = RuleLog(strict=True)
+    for param in CASES:
+        with contextlib.suppress(pytest.skip.Exception):
+            _run(*param.values, log)
+    return log.rules
+
+
 @pytest.mark.parametrize(("case", "kwargs"), CASES)
 def test_the_case_passes_on_a_clean_fake(case, kwargs) -> None:
-    if "variant" in inspect.signature(case).parameters:
-        kwargs = {**kwargs, "variant": LINUX}
-    case(_make_pair, **kwargs)  # an iWARP-only case skips (reported), as on an IB device
+    _run(case, kwargs, RuleLog(strict=True))
 
 
 def test_the_cases_exercise_every_wire_and_drain_rule() -> None:
     """Runs the cases itself (an xdist worker may not have run the ones above)."""
-    log = RuleLog()
-    global LOG
-    LOG, kept = log, LOG
-    try:
-        for param in CASES:
-            with contextlib.suppress(pytest.skip.Exception):
-                test_the_case_passes_on_a_clean_fake(*param.values)
-    finally:
-        LOG = kept
-    missing = sorted(REQUIRED - set(log.rules) - set(UNREACHABLE))
+    missing = sorted(REQUIRED - set(pair_case_rules()) - set(UNREACHABLE))
     assert not missing, f"no deterministic pair case exercises: {missing}"

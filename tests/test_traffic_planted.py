@@ -6,16 +6,10 @@ from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
-from tests.fake_pair import FakePair
+from tests.fake_pair import FakePair, connected_fake
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
-
-
-def _harness(qp_type: QPType, fault: str | None = None) -> PairHarness:
-    h = PairHarness(FakePair(qp_type, fault), sink=None, time_scale=0.01)
-    h.connect()
-    return h
 
 
 def _flush(h: PairHarness) -> None:
@@ -94,7 +88,7 @@ def _everything(h: PairHarness) -> None:
     [_flush, _duplicate, _send_error, _drain_notify, _drain_silent, _reset_then_up, _everything],
 )
 def test_clean_fake_has_no_divergence(qp_type, scenario):
-    h = _harness(qp_type)
+    h = connected_fake(qp_type)
     scenario(h)
     h.quiet(0.01)
     assert h.known == []
@@ -115,7 +109,7 @@ def test_clean_fake_has_no_divergence(qp_type, scenario):
 )
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_planted_fault_is_caught(qp_type, fault, scenario, kind, rule):
-    h = _harness(qp_type, fault)
+    h = connected_fake(qp_type, fault)
     with pytest.raises(DivergenceError) as caught:
         scenario(h)
         h.quiet(0.01)
@@ -254,7 +248,7 @@ def _first_packet_in_rtr(h: PairHarness) -> None:
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC])
 def test_comm_est_on_the_first_packet_in_rtr_is_allowed(qp_type: QPType) -> None:
     """mlx5, hfi1 and qib raise COMM_EST when an RC/UC QP in RTR gets its first packet."""
-    h = _harness(qp_type, "comm_est_first_packet")
+    h = connected_fake(qp_type, "comm_est_first_packet")
     _first_packet_in_rtr(h)
     h.finish()
     assert not h.known
@@ -263,7 +257,7 @@ def test_comm_est_on_the_first_packet_in_rtr_is_allowed(qp_type: QPType) -> None
 
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC])
 def test_comm_est_is_allowed_once_only(qp_type: QPType) -> None:
-    h = _harness(qp_type, "comm_est_twice")
+    h = connected_fake(qp_type, "comm_est_twice")
     with pytest.raises(DivergenceError) as caught:
         _first_packet_in_rtr(h)
     assert caught.value.record.rule_id == "pair.event.unexpected"
@@ -272,7 +266,7 @@ def test_comm_est_is_allowed_once_only(qp_type: QPType) -> None:
 
 def test_comm_est_is_not_owed() -> None:
     """A device that raises no COMM_EST (rxe) conforms too: nothing is waited for."""
-    h = _harness(QPType.RC)
+    h = connected_fake(QPType.RC)
     _first_packet_in_rtr(h)
     h.finish()
     assert [r.rule.id for r in h.ends["b"].ledger.allowed] == ["pair.comm_est.first_packet"]

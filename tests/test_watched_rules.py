@@ -3,40 +3,20 @@ the report's coverage can say a negative rule was exercised (models/catalog.py).
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
-
 from models.enums import Attr, QPState, QPType
 from models.pair import Fault, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.pair import PairHarness
 from tests.fake_pair import FakePair
+from tests.rule_log import RuleLog
 
 S = QPState
-
-
-class RuleLog:
-    """A run recorder that keeps the rule ids of every step."""
-
-    def __init__(self) -> None:
-        self.rules: Counter[str] = Counter()
-
-    def step(self, qp_type: str, verb: str, before: str, target: str | None,
-             rules: list[str], result: str) -> None:
-        self.rules.update(rules)
-
-    def divergence(self, d: Any) -> None:
-        raise AssertionError(f"no divergence expected on a clean fake: {d}")
-
-    def choice(self, rule_id: str, chosen: str, situation: str | None = None,
-               where: str = "") -> None:
-        return None
 
 
 def _pair(
     qp_type: QPType = QPType.RC, settings: WireSettings = FAST
 ) -> tuple[PairHarness, RuleLog]:
-    log = RuleLog()
+    log = RuleLog(strict=True)
     h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=None,
                     time_scale=0.01)
     h.connect()

@@ -1,0 +1,29 @@
+"""A run recorder for self-tests: counts the rule ids each step checked."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+class RuleLog:
+    """A StepRecorder that counts the rule ids of every step and keeps the divergences
+    (`strict`: a divergence fails the test at once: a clean fake must not diverge)."""
+
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict
+        self.rules: Counter[str] = Counter()
+        self.divergences: list[Any] = []
+
+    def step(self, qp_type: str, verb: str, before: str, target: str | None,
+             rules: list[str], result: str) -> None:
+        self.rules.update(rules)
+
+    def divergence(self, d: Any) -> None:
+        if self.strict:
+            raise AssertionError(f"a clean fake diverged: {d}")
+        self.divergences.append(d)
+
+    def choice(self, rule_id: str, chosen: str, situation: str | None = None,
+               where: str = "") -> None:
+        return None
