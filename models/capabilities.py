@@ -15,7 +15,7 @@ from models.enums import QPType
 from models.variant import Variant
 
 #: The optional features, by the names quirk entries and the report use.
-FEATURES = ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS")
+FEATURES = ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS", "SRQ")
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Capabilities:
     raw_packet: bool = True  #: RAW_PACKET QPs
     rate_limit: bool = True  #: RATE_LIMIT in a modify's mask (the extended command)
     atomics: bool = True  #: atomic operations (atomic_cap not NONE; iWARP has none)
+    srq: bool = True  #: shared receive queues (max_srq not 0)
 
     @classmethod
     def of(cls, variant: Variant, lacked: Iterable[str] = ()) -> Capabilities:
@@ -47,6 +48,7 @@ class Capabilities:
             "RAW_PACKET": QPType.RAW_PACKET in variant.qp_types,
             "RATE_LIMIT": variant.ib_transport,  # iwarp.modify.rate_limit: EOPNOTSUPP
             "ATOMICS": variant.ib_transport,  # RFC 5040 RDMAP has no atomics
+            "SRQ": True,
         }
         return cls(**{f.lower(): allowed[f] and f not in lacked for f in FEATURES})
 

@@ -160,8 +160,13 @@ class IwarpPairModel(PairModel):
 
     iwarp = True
 
-    def __init__(self, qp_type: QPType, settings: WireSettings | None = None) -> None:
-        super().__init__(qp_type, IWARP, settings)
+    def __init__(
+        self,
+        qp_type: QPType,
+        settings: WireSettings | None = None,
+        srq_sides: frozenset[str] = frozenset(),
+    ) -> None:
+        super().__init__(qp_type, IWARP, settings, srq_sides)
         self.connected = False
 
     def establish(self) -> list[WireStep]:
@@ -199,7 +204,7 @@ class IwarpPairModel(PairModel):
             if fault is Fault.BAD_RKEY:
                 raise ValueError("the iWARP model has no rule yet for a READ with a bad STag")
             return READ_DELIVERED, WCStatus.SUCCESS, "none"
-        if peer.recvs:
+        if peer.receives():
             return SEND_DELIVERED, WCStatus.SUCCESS, "recv"
         return NO_RECEIVE, WCStatus.SUCCESS, "terminate"
 
@@ -269,6 +274,7 @@ def _moved(
     """The connection moved `qp` to `to` (QPModel.follow: entering ERR flushes)."""
     before = qp.state
     flushed = qp.follow(to)
+    into_err = to == S.ERR
     return Expectation(
         verb=verb,
         outcome=Outcome.ACCEPT,
@@ -276,7 +282,8 @@ def _moved(
         state_before=before,
         state_if_accepted=to,
         completions=flushed,
+        events=qp.err_events(before) if into_err else (),  # an SRQ's QP: Last WQE Reached
         forbidden_events=forbidden,
         allowed_events=allowed,
-        checked=(rule,),
+        checked=tuple(qp.err_checked(rule, before)) if into_err else (rule,),
     )

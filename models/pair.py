@@ -27,6 +27,7 @@ from models.operations import (
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
 from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
+from models.srq import SRQ_RECV_CONSUMED, SRQModel
 from models.variant import LINUX, Variant
 
 S = QPState
@@ -198,10 +199,15 @@ class PairModel:
         qp_type: QPType,
         variant: Variant | str = LINUX,
         settings: WireSettings | None = None,
+        srq_sides: frozenset[str] = frozenset(),
     ) -> None:
         self.qp_type = QPType(qp_type)
         self.settings = settings or WireSettings()
-        self.ends: dict[str, QPModel] = {s: QPModel(self.qp_type, variant) for s in SIDES}
+        #: The ends whose receives come from an SRQ of their own (models/srq.py).
+        self.srq_sides = frozenset(srq_sides)
+        self.ends: dict[str, QPModel] = {
+            s: QPModel(self.qp_type, variant, srq=self._new_srq(s)) for s in SIDES
+        }
         self.gone: set[str] = set()
         self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
 
@@ -244,8 +250,16 @@ class PairModel:
         return self.ends[side].post_send(wr_id, signaled)
 
     def post_recv(self, side: str, wr_id: int) -> Expectation:
-        """post_recv on one end (commit with apply)."""
+        """post_recv on one end's own receive queue (commit with apply)."""
         return self.ends[side].post_recv(wr_id)
+
+    def post_srq_recv(self, side: str, wr_id: int) -> Expectation:
+        """post_srq_recv to one end's SRQ (commit with apply)."""
+        return self.ends[side].post_srq_recv(wr_id)
+
+    def arm_srq(self, side: str, limit: int) -> Expectation:
+        """modify_srq(IBV_SRQ_LIMIT) on one end's SRQ (commit with apply)."""
+        return self.ends[side].arm_srq(limit)
 
     def destroy(self, side: str) -> Expectation:
         """destroy_qp on one end; once applied, that end is gone from the wire."""
@@ -260,8 +274,12 @@ class PairModel:
     def recreate(self, side: str) -> None:
         """A new QP replaces a destroyed end (it starts in RESET)."""
         old = self.ends[side]
-        self.ends[side] = QPModel(self.qp_type, old.variant, old.caps)
+        self.ends[side] = QPModel(self.qp_type, old.variant, old.caps, srq=self._new_srq(side))
         self.gone.discard(side)
+
+    def _new_srq(self, side: str) -> SRQModel | None:
+        """A new, empty SRQ for an end that has one (it lives and dies with its QP)."""
+        return SRQModel() if side in self.srq_sides else None
 
     # ------------------------------------------------------------------------------ wire
     def progress(self) -> list[WireStep]:
@@ -314,7 +332,9 @@ class PairModel:
             return ATOMIC_DELIVERED, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_WRITE:
             return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
-        if peer.recvs:
+        if peer.receives():
+            if peer.srq is not None:
+                return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"

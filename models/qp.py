@@ -28,6 +28,16 @@ from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp_modify import QPModify
 from models.readback import Stored
 from models.sources import Rule
+from models.srq import (
+    LAST_WQE_REACHED,
+    SRQ_ARM,
+    SRQ_KEEPS_RECEIVES,
+    SRQ_LIMIT_REACHED,
+    SRQ_POST_RECV,
+    SRQ_QP_POST_RECV,
+    SRQ_RECV_CONSUMED,
+    SRQModel,
+)
 from models.table import TransitionTable
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
@@ -52,10 +62,12 @@ class QPModel(QPModify):
         qp_type: QPType,
         variant: Variant | str = LINUX,
         caps: DeviceCaps | None = None,
+        srq: SRQModel | None = None,
     ) -> None:
         self.qp_type = QPType(qp_type)
         self.variant = parse_variant(variant)
         self.caps = caps or DeviceCaps()
+        self.srq = srq  # its receives come from this SRQ (models/srq.py); None: its own RQ
         self.state = S.RESET
         self.sends: list[_SendWR] = []
         self.recvs: list[int] = []
@@ -85,6 +97,11 @@ class QPModel(QPModify):
         """Send WRs handed to the transport and not yet completed."""
         return [w.wr_id for w in self.sends if w.started]
 
+    def receives(self) -> list[int]:
+        """The receives an incoming message may take, oldest first: the SRQ's, or the
+        QP's own."""
+        return self.srq.recvs if self.srq is not None else self.recvs
+
     def snapshot(self) -> tuple:
         """Everything a verb may change, for 'a refused verb changes nothing' checks."""
         return (
@@ -96,6 +113,7 @@ class QPModel(QPModify):
             self.draining,
             self.destroyed,
             self.stored.snapshot(),
+            self.srq.snapshot() if self.srq is not None else None,
         )
 
     # ----------------------------------------------------------------------------- verbs
@@ -163,6 +181,9 @@ class QPModel(QPModify):
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
+        if self.srq is not None:  # no receive queue of its own: any errno
+            return self._propose_post(self._exp("post_recv", Outcome.REFUSE, SRQ_QP_POST_RECV, st),
+                                      wr_id)
         if self.variant.connection_managed:
             return self._post_iwarp("recv", wr_id)
         if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
@@ -181,13 +202,39 @@ class QPModel(QPModify):
         exp = self._exp("post_recv", Outcome.ACCEPT, rule, st)
         return self._propose(exp, lambda: self.recvs.append(wr_id), wr_id)
 
+    def post_srq_recv(self, wr_id: int) -> Expectation:
+        """post_srq_recv of one WR to this QP's SRQ: accepted in any state of the QP."""
+        srq = self._own_srq()
+        exp = self._exp("post_srq_recv", Outcome.ACCEPT, SRQ_POST_RECV, self.state)
+        return self._propose(exp, lambda: srq.recvs.append(wr_id), wr_id)
+
+    def arm_srq(self, limit: int) -> Expectation:
+        """modify_srq(IBV_SRQ_LIMIT = limit) on this QP's SRQ: accepted (a limit below its
+        size), armed until a receive taken leaves fewer than `limit`."""
+        srq = self._own_srq()
+
+        def effect() -> None:
+            srq.limit = limit
+
+        return self._propose(self._exp("modify_srq", Outcome.ACCEPT, SRQ_ARM, self.state), effect)
+
+    def _own_srq(self) -> SRQModel:
+        if self.srq is None:
+            raise ValueError("this QP has no SRQ: post to its own receive queue")
+        return self.srq
+
     def destroy(self) -> Expectation:
-        """destroy_qp: accepted; outstanding WRs are discarded and never run."""
+        """destroy_qp: accepted; outstanding WRs are discarded and never run (an SRQ's
+        too: the harness' SRQ serves one QP and is destroyed with it)."""
         gone = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+        if self.srq is not None:
+            gone |= frozenset(self.srq.recvs)
         exp = self._exp("destroy", Outcome.ACCEPT, rules.DESTROY, self.state, never_run=gone)
 
         def effect() -> None:
             self._discard_all()
+            if self.srq is not None:
+                self.srq.recvs.clear()
             self.destroyed = True
 
         return self._propose(exp, effect)
@@ -248,6 +295,7 @@ class QPModel(QPModify):
                 forbidden_events=(EventType.SQ_DRAINED,),
             )
         flushed = self._flush_all()
+        events = self.err_events(before)
         self._enter(S.ERR)
         return self._exp(
             "send_completion",
@@ -255,7 +303,9 @@ class QPModel(QPModify):
             rules.ERR_ON_SEND_ERROR,
             before,
             completions=first + flushed,
+            events=events,
             forbidden_events=(EventType.SQ_DRAINED,),
+            checked=self.err_checked(rules.ERR_ON_SEND_ERROR, before),
         )
 
     def recv_completed(
@@ -266,16 +316,23 @@ class QPModel(QPModify):
     ) -> Expectation:
         """An incoming message consumed the oldest receive WR with `status` (its completion
         names `opcode` and carries `imm_data`, when the opcode is given)."""
-        if not self.recvs:
+        if not self.receives():
             raise RuntimeError("no receive WR is outstanding")
-        wr_id = self.recvs.pop(0)
+        limit: tuple[EventType, ...] = ()
+        if self.srq is not None:
+            wr_id, limit = self.srq.take()
+        else:
+            wr_id = self.recvs.pop(0)
         before = self.state
         done = (ExpectedCompletion(wr_id, "recv", WCStatus(status), opcode, imm_data),)
         if status == WCStatus.SUCCESS:
+            rule = rules.RECV_DONE if self.srq is None else SRQ_RECV_CONSUMED
             return self._exp(
-                "recv_completion", Outcome.ACCEPT, rules.RECV_DONE, before, completions=done
+                "recv_completion", Outcome.ACCEPT, rule, before, completions=done, events=limit,
+                checked=[rule, SRQ_LIMIT_REACHED] if limit else None,
             )
         flushed = self._flush_all()
+        events = (*limit, *self.err_events(before))
         self._enter(S.ERR)
         return self._exp(
             "recv_completion",
@@ -283,6 +340,8 @@ class QPModel(QPModify):
             rules.ERR_ON_RECV_ERROR,
             before,
             completions=done + flushed,
+            events=events,
+            checked=self.err_checked(rules.ERR_ON_RECV_ERROR, before),
         )
 
     def async_error(self, event: EventType) -> Expectation:
@@ -291,6 +350,7 @@ class QPModel(QPModify):
             raise ValueError(f"{event!r} is not an affiliated QP error event")
         before = self.state
         flushed = self._flush_all()
+        events = (event, *self.err_events(before))
         self._enter(S.ERR)
         return self._exp(
             "async_error",
@@ -298,7 +358,8 @@ class QPModel(QPModify):
             rules.ERR_ON_ASYNC_ERROR,
             before,
             completions=flushed,
-            events=(event,),
+            events=events,
+            checked=self.err_checked(rules.ERR_ON_ASYNC_ERROR, before),
         )
 
     # ------------------------------------------------------------------------ iWARP posts
@@ -336,6 +397,19 @@ class QPModel(QPModify):
         return self._propose(exp, None, wr_id)
 
     # ------------------------------------------------------------------------- internals
+    def err_events(self, before: QPState) -> tuple[EventType, ...]:
+        """The event entering ERR from `before` owes: Last WQE Reached, for an SRQ's QP."""
+        if self.srq is not None and before != S.ERR:
+            return (EventType.QP_LAST_WQE_REACHED,)
+        return ()
+
+    def err_checked(self, rule: Rule, before: QPState) -> list[Rule]:
+        """The rules a move into ERR from `before` checks: `rule`, and for an SRQ's QP the
+        event and the SRQ's receives left posted."""
+        if self.srq is None or before == S.ERR:
+            return [rule]
+        return [rule, LAST_WQE_REACHED, SRQ_KEEPS_RECEIVES]
+
     def _drain_progress(self) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
         """After a send completed: has an SQD drain just ended?"""
         if self.state == S.SQD and self.draining and not self.in_flight:

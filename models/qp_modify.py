@@ -16,6 +16,7 @@ from models.attributes import ValueRule, broken_value_rules, rules_for
 from models.enums import QP_ERROR_EVENTS, STANDARD_BITS, Attr, EventType, QPState
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.sources import MAY, Rule
+from models.srq import SRQ_KEEPS_RECEIVES
 from models.table import CUR_STATE_ALLOWED_FROM, Transition
 
 S = QPState
@@ -167,9 +168,13 @@ class QPModify:
         if nxt == S.ERR and cur != S.ERR:
             checked.append(rules.FLUSH_ON_ERROR)
             completions = self._flushes()
+            events = self.err_events(cur)
+            checked.extend(self.err_checked(rules.FLUSH_ON_ERROR, cur)[1:])
         elif nxt == S.RESET:
             checked.append(rules.DISCARD_ON_RESET)
             never_run = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+            if self.srq is not None:  # RESET discards the QP's WRs, not its SRQ's
+                checked.append(SRQ_KEEPS_RECEIVES)
         elif cur == S.RTS and nxt == S.SQD:
             checked.append(rules.SQD_DRAINED_EVENT)
             if not self.in_flight:
@@ -301,9 +306,13 @@ class QPModify:
         flush = (after == S.ERR and cur != S.ERR) or (cur == S.RTS and after in (S.SQD, S.SQE))
         completions: tuple[ExpectedCompletion, ...] = ()
         forbidden: tuple[EventType, ...] = ()
+        events: tuple[EventType, ...] = ()
         if flush:
             checked.append(rules.IWARP_FLUSH_ON_ERROR)
             completions = self._flushes()
+        if after == S.ERR and cur != S.ERR:
+            events = self.err_events(cur)
+            checked.extend(self.err_checked(rules.IWARP_FLUSH_ON_ERROR, cur)[1:])
         elif cur in idle and after in idle:
             checked.append(rules.IWARP_IDLE_KEEPS_WRS)
         if cur in (*idle, S.ERR):
@@ -324,6 +333,7 @@ class QPModify:
             cur,
             after,
             completions=completions,
+            events=events,
             forbidden_events=forbidden,
             checked=checked,
         )

@@ -326,6 +326,8 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
     lacked = [row["feature"] for row in lacking]
     if run.get("identity", {}).get("atomic_cap") == "none":  # the device says so itself
         lacked.append("ATOMICS")
+    if run.get("identity", {}).get("max_srq") == "0":
+        lacked.append("SRQ")
     capabilities = Capabilities.of(variant, lacked)
     return {
         "schema": REPORT_SCHEMA,

@@ -69,6 +69,14 @@ FAULTS = (
     "unsignaled_completes",
     "unsignaled_flush_lost",
     "unsignaled_error_lost",
+    # shared receive queues (FakePair(srq_sides=...)): an SRQ's receives flushed when its QP
+    # enters ERR, Last WQE Reached missing or raised by a QP without an SRQ, SRQ Limit
+    # Reached missing or raised again without being re-armed
+    "srq_recv_flushed",
+    "last_wqe_missing",
+    "last_wqe_without_srq",
+    "srq_limit_missing",
+    "srq_limit_twice",
 )
 #: Faults of an iWARP fake pair (iwarp=True): the peer never sees the connection end, it
 #: sees it but flushes nothing, a SEND with no receive waits (IB's RNR) instead of ending
@@ -84,6 +92,8 @@ IWARP_FAULTS = (
     # siw's user rings: a receive posted in SQD (CLOSING) or SQE (TERMINATE) is accepted and
     # never flushed; a near miss flushes it with SUCCESS
     "recv_in_closing_unflushed", "recv_in_closing_wrong_status",
+    # shared receive queues: Last WQE Reached missing (siw), or raised without an SRQ
+    "last_wqe_missing", "last_wqe_without_srq",
 )
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
@@ -195,6 +205,14 @@ class FakeEnd:
             self.cq.append(Completion(flushed.wr_id, "recv", WCStatus.SUCCESS, self.qp_num))
         return VerbResult(True)  # recv_in_closing_unflushed: never completes
 
+    def post_srq_recv(self, wr_id: int) -> VerbResult:
+        """Post to the end's SRQ through the fake's model."""
+        return self._post(self.pair.model.post_srq_recv(self.side, wr_id))
+
+    def arm_srq(self, limit: int) -> VerbResult:
+        """Arm the end's SRQ limit through the fake's model."""
+        return self._post(self.pair.model.arm_srq(self.side, limit))
+
     def _post(self, exp: Expectation) -> VerbResult:
         ok = exp.outcome is not Outcome.REFUSE
         self.pair.model.apply(self.side, exp, ok)
@@ -258,6 +276,7 @@ class FakePair:
         kernel: str = "none",
         iwarp: bool = False,
         atomics: bool = True,
+        srq_sides: frozenset[str] = frozenset(),
     ) -> None:
         if fault is not None and fault not in (IWARP_FAULTS if iwarp else FAULTS):
             raise ValueError(f"unknown planted fault {fault!r}")
@@ -270,9 +289,10 @@ class FakePair:
         self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel}
         self.resumed: set[int] = set()  # sends SQD->RTS started
         self.stuck_in_rts: set[str] = set()  # sqd_rts_no_resume_then_stays_rts
+        self.srq_sides = frozenset(srq_sides)
         self.model: PairModel = (
-            IwarpPairModel(self.qp_type, settings) if iwarp
-            else PairModel(self.qp_type, settings=settings)
+            IwarpPairModel(self.qp_type, settings, self.srq_sides) if iwarp
+            else PairModel(self.qp_type, settings=settings, srq_sides=self.srq_sides)
         )
         self._qpn = 100
         self.ends = {s: self._new_end(s) for s in ("a", "b")}
@@ -334,14 +354,33 @@ class FakePair:
         if self.fault in ("comm_est_first_packet", "comm_est_twice"):
             times = 2 if self.fault == "comm_est_twice" else 1
             end.async_events.extend(e for e in exp.allowed_events for _ in range(times))
+        self._bent_srq(side, exp)
         for e in exp.events:
             if self.fault == "event_missing" and e == EventType.SQ_DRAINED:
                 continue
+            if self.fault == "last_wqe_missing" and e == EventType.QP_LAST_WQE_REACHED:
+                continue
+            if self.fault == "srq_limit_missing" and e == EventType.SRQ_LIMIT_REACHED:
+                continue
+            if self.fault == "srq_limit_twice" and e == EventType.SRQ_LIMIT_REACHED:
+                end.async_events.append(e)  # the limit was not disarmed: the next take too
             if e == EventType.QP_ACCESS_ERR and self.fault == "no_access_err_event":
                 continue
             if e == EventType.QP_ACCESS_ERR and self.fault == "access_err_as_fatal":
                 e = EventType.QP_FATAL
             end.async_events.append(e)
+
+    def _bent_srq(self, side: str, exp: Expectation) -> None:
+        """srq_recv_flushed: an SRQ's QP entering ERR flushes the SRQ's receives as if they
+        were its own; last_wqe_without_srq: a QP without one raises Last WQE Reached."""
+        entered_err = exp.state_if_accepted == QPState.ERR != exp.state_before
+        if not entered_err or exp.verb.startswith("post"):
+            return
+        end, srq = self.ends[side], self.model.qp(side).srq
+        if self.fault == "srq_recv_flushed" and srq is not None:
+            end.cq += [Completion(w, "recv", WCStatus.WR_FLUSH_ERR, end.qp_num) for w in srq.recvs]
+        if self.fault == "last_wqe_without_srq" and srq is None:
+            end.async_events.append(EventType.QP_LAST_WQE_REACHED)
 
     def _lost_unsignaled(self, exp: Expectation, c: ExpectedCompletion) -> bool:
         """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing."""
@@ -453,8 +492,11 @@ def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
 _DEFAULT_OPCODE = {"send": WCOpcode.SEND, "recv": WCOpcode.RECV}
 
 
-def connected_fake(qp_type: QPType, fault: str | None = None) -> PairHarness:
-    """A harness over a fake pair of `qp_type` (planting `fault`), both ends in RTS."""
-    h = PairHarness(FakePair(qp_type, fault), sink=None, time_scale=0.01)
+def connected_fake(
+    qp_type: QPType, fault: str | None = None, srq_sides: frozenset[str] = frozenset()
+) -> PairHarness:
+    """A harness over a fake pair of `qp_type` (planting `fault`; the `srq_sides` ends with
+    an SRQ), both ends in RTS."""
+    h = PairHarness(FakePair(qp_type, fault, srq_sides=srq_sides), sink=None, time_scale=0.01)
     h.connect()
     return h

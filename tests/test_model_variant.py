@@ -123,7 +123,8 @@ def test_consults_is_the_old_catalog_test(name: str) -> None:
 # ------------------------------------------------------------------ capabilities
 def test_the_features_are_the_quirk_files_features() -> None:
     assert engine_quirks.FEATURES is FEATURES
-    assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS")
+    assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS",
+                        "SRQ")
 
 
 def test_what_each_variant_allows() -> None:

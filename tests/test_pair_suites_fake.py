@@ -14,22 +14,23 @@ from collections import Counter
 
 import pytest
 
-from models import operations, pair
+from models import operations, pair, srq
 from models import rules as ib_rules
 from models.enums import QPType
 from models.pair import WireSettings
 from models.variant import LINUX
 from qpconform.engine.connect import FAST
 from qpconform.engine.pair import PairHarness
-from suites import test_drain, test_error_handling, test_operations
+from suites import test_drain, test_error_handling, test_operations, test_srq
 from tests.fake_pair import FakePair
 from tests.rule_log import RuleLog
 
-SUITES = (test_operations, test_error_handling, test_drain)
+SUITES = (test_operations, test_error_handling, test_drain, test_srq)
 #: Rules the cases must exercise between them, on a device with every feature.
 REQUIRED = {
     *(r.id for r in pair.RULES),
     *(r.id for r in operations.RULES),
+    *(r.id for r in srq.RULES),
     *(r.id for r in (
         ib_rules.FLUSH_ON_ERROR, ib_rules.DISCARD_ON_RESET, ib_rules.SQD_DRAINED_EVENT,
         ib_rules.SQD_DRAINED_UNASKED, ib_rules.SQD_DRAINED_OUTSIDE_SQD, ib_rules.SQD_DRAINED_ONCE,
@@ -48,9 +49,12 @@ UNREACHABLE = {
 def _pair_maker(log: RuleLog):
     """The suites' make_pair fixture, over clean fake pairs recording into `log`."""
 
-    def make_pair(qp_type: QPType, settings: WireSettings = FAST, connect: bool = True):
-        h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=None,
-                        time_scale=0.01)
+    def make_pair(
+        qp_type: QPType, settings: WireSettings = FAST, connect: bool = True,
+        srq_sides: tuple[str, ...] = (),
+    ):
+        fake = FakePair(qp_type, settings=settings, srq_sides=frozenset(srq_sides))
+        h = PairHarness(fake, settings, recorder=log, sink=None, time_scale=0.01)
         if connect:
             h.connect()
         return h

@@ -74,9 +74,11 @@ class Pair:
     steps: Callable[[PairHarness], None]
     settings: WireSettings = FAST
     breaks: str | None = None
+    srq_sides: frozenset[str] = frozenset()  # the ends with an SRQ
 
     def run(self) -> list[Divergence]:
-        pair = FakePair(self.qp_type, self.fault, self.settings, kernel=self.kernel)
+        pair = FakePair(self.qp_type, self.fault, self.settings, kernel=self.kernel,
+                        srq_sides=self.srq_sides)
         h = PairHarness(pair, self.settings, quirks=rxe_quirks(self.kernel), sink=None,
                         time_scale=0.01)
         h.connect()
@@ -288,6 +290,24 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
          Pair("stale_sq_after_sqd_reset", K61, QPType.UD, reset_from(S.SQD))),
     ),
 }
+
+
+def srq_qp_to_err(h: PairHarness) -> None:
+    """The SRQ's end ("b") to ERR with a receive in the SRQ; then the other end too."""
+    h.post_srq_recv("b")
+    h.modify("b", S.ERR)
+    h.quiet(0.01)
+    h.modify("a", S.ERR)
+
+
+SRQ_B = frozenset({"b"})
+CASES["rxe.last_wqe_reached_never_raised"] = (
+    Pair("last_wqe_missing", K61, QPType.RC, srq_qp_to_err, srq_sides=SRQ_B),
+    # 6.12 raises it: missing there is a bug; and on 6.1 a QP without an SRQ raising it
+    (Pair("last_wqe_missing", K612, QPType.RC, srq_qp_to_err, srq_sides=SRQ_B),
+     Pair("last_wqe_without_srq", K61, QPType.UD, srq_qp_to_err, srq_sides=SRQ_B,
+          breaks="srq.last_wqe_reached.no_srq")),
+)
 
 
 def test_every_rxe_quirk_has_a_documented_case_and_a_near_miss() -> None:

@@ -89,7 +89,7 @@ def _one(extra: str, evidence: str = "e") -> Quirk:
         ('provenance = "guessed"', "provenance = 'guessed' is not allowed (allowed: observed, "
          "source)"),
         ("provenance = 1", "provenance = 1 is not allowed"),
-        ('feature = "SRQ"', "feature = 'SRQ' is not allowed (allowed: SQD, SQE, ALT_PATH"),
+        ('feature = "TAGS"', "feature = 'TAGS' is not allowed (allowed: SQD, SQE, ALT_PATH"),
         ('provenance = "source"', "needs an evidence line naming a source file, a function"),
     ],
 )

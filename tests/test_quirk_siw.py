@@ -247,3 +247,26 @@ def test_a_receive_posted_while_closing_and_never_flushed_is_known_a_wrong_statu
         closing_then_recv("recv_in_closing_wrong_status")
     assert caught.value.record.known_quirk is None
     assert caught.value.record.rule_id == f"iwarp.post_recv.{how.name}"
+
+
+def test_last_wqe_never_raised_is_known_and_one_without_an_srq_is_not() -> None:
+    """siw.last_wqe_reached_never_raised: an SRQ's QP entering ERR raises no Last WQE
+    Reached; a QP without an SRQ raising one is still a divergence."""
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    def srq_qp_to_err(fault: str) -> PairHarness:
+        pair = FakePair(QPType.RC, fault, iwarp=True, srq_sides=frozenset({"b"}))
+        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
+        h.connect()
+        h.post_srq_recv("b")
+        h.modify("b", QPState.ERR)
+        h.quiet(0.01)
+        return h
+
+    h = srq_qp_to_err("last_wqe_missing")
+    assert {d.known_quirk for d in h.known} == {"siw.last_wqe_reached_never_raised"}
+    with pytest.raises(DivergenceError) as caught:
+        srq_qp_to_err("last_wqe_without_srq")
+    assert caught.value.record.known_quirk is None
+    assert caught.value.record.rule_id == "srq.last_wqe_reached.no_srq"

@@ -71,9 +71,9 @@ def make_pair(run_recorder):
 
     made = []
 
-    def factory(qp_type, settings=None, connect=True):
-        harness = PairHarness(FakePair(qp_type), sink=None, time_scale=0.01,
-                              recorder=run_recorder)
+    def factory(qp_type, settings=None, connect=True, srq_sides=()):
+        harness = PairHarness(FakePair(qp_type, srq_sides=frozenset(srq_sides)), sink=None,
+                              time_scale=0.01, recorder=run_recorder)
         made.append(harness)
         if connect:
             harness.connect()

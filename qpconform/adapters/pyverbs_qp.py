@@ -52,6 +52,8 @@ _QP_EVENTS = frozenset({
     EventType.CQ_ERR, EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR,
     EventType.COMM_EST, EventType.SQ_DRAINED, EventType.PATH_MIG, EventType.PATH_MIG_ERR,
     EventType.QP_LAST_WQE_REACHED,
+    # the QP's own SRQ's (it has its own Context): reported as the QP's
+    EventType.SRQ_ERR, EventType.SRQ_LIMIT_REACHED,
 })
 CAP_NET_RAW = 13
 
@@ -160,9 +162,13 @@ def drain_events(ctx: Any, fd: int, timeout: float) -> list[int]:
 class PyverbsQP:
     """One device QP in its own Context, with send/recv CQs and a small MR (a QPHandle)."""
 
-    def __init__(self, device: PyverbsDevice, qp_type: QPType, serial: int) -> None:
+    def __init__(
+        self, device: PyverbsDevice, qp_type: QPType, serial: int, srq: bool = False
+    ) -> None:
         self.device = device
         self.qp_type = QPType(qp_type)
+        self.with_srq = srq  # receives come from an SRQ of its own (self.srq)
+        self.srq: Any = None
         self.label = f"qp#{serial}:{self.qp_type.name}"
         self.closed = False
         self._pv = device.pv
@@ -186,11 +192,21 @@ class PyverbsQP:
         self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
         self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
         self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
+        if self.with_srq:
+            self.srq = st.push(self._new_srq(), "srq")
         self.qp = st.push(self._new_qp(), "qp")
+
+    def _new_srq(self) -> Any:
+        pv = self._pv
+        if pv.srq is None:
+            raise UnsupportedQPType("this pyverbs has no pyverbs.srq module")
+        attr = pv.srq.SrqAttr(max_wr=QP_DEPTH, max_sge=1)
+        return pv.srq.SRQ(self.pd, pv.srq.SrqInitAttr(attr))
 
     def _new_qp(self) -> Any:
         pv, t = self._pv, self.qp_type
         no_rq = t is QPType.XRC_SEND
+        no_rq = no_rq or self.with_srq  # an SRQ's QP has no receive queue of its own
         cap = pv.qp.QPCap(
             max_send_wr=0 if t is QPType.XRC_RECV else QP_DEPTH,
             max_recv_wr=0 if no_rq or t is QPType.XRC_RECV else QP_DEPTH,
@@ -200,7 +216,8 @@ class PyverbsQP:
             return self._new_xrc_recv(cap)
         # sq_sig_all = 0: every WR says whether it is signaled (a pair's may be unsignaled)
         init = pv.qp.QPInitAttr(
-            qp_type=int(t), scq=self.send_cq, rcq=self.recv_cq, cap=cap, sq_sig_all=0
+            qp_type=int(t), scq=self.send_cq, rcq=self.recv_cq, srq=self.srq, cap=cap,
+            sq_sig_all=0,
         )
         return pv.qp.QP(self.pd, init)  # no QPAttr: stays in RESET
 
@@ -305,6 +322,31 @@ class PyverbsQP:
         try:
             sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
             self.qp.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
+        except (pv.RDMAError, pv.Error) as exc:
+            return _verb_failure(exc)
+        return VerbResult(True)
+
+    @inflight.verb("ibv_post_srq_recv")
+    def post_srq_recv(self, wr_id: int) -> VerbResult:
+        """One receive WR to this QP's SRQ, for a buffer in the MR."""
+        if self.closed or self.srq is None:
+            return _DESTROYED
+        pv = self._pv
+        try:
+            sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
+            self.srq.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
+        except (pv.RDMAError, pv.Error) as exc:
+            return _verb_failure(exc)
+        return VerbResult(True)
+
+    @inflight.verb("ibv_modify_srq")
+    def arm_srq(self, limit: int) -> VerbResult:
+        """modify_srq(srq_limit = limit, IBV_SRQ_LIMIT): arm SRQ Limit Reached."""
+        if self.closed or self.srq is None:
+            return _DESTROYED
+        pv = self._pv
+        try:
+            self.srq.modify(pv.srq.SrqAttr(srq_limit=limit), pc.const("IBV_SRQ_LIMIT"))
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)
         return VerbResult(True)

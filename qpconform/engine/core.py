@@ -30,7 +30,7 @@ import select
 import time
 from typing import Any
 
-from models import rules
+from models import rules, srq
 from models.enums import Attr, EventType, QPState
 from models.operations import UNSIGNALED_FLUSH_UNRETIRED
 from models.outcomes import Expectation, Outcome
@@ -40,7 +40,7 @@ from models.sources import Rule
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
 from .judge import DivergenceError, Judge
-from .ledger import QUEUES, Found, event_rule
+from .ledger import QUEUES, Found, Required, event_rule
 from .quirks import Quirk
 from .records import Divergence
 from .text import (
@@ -97,8 +97,32 @@ class Engine:
 
     def unbooked_event_rule(self, track: Track, event: EventType) -> Rule | None:
         """The rule an event neither required nor forbidden breaks (None: not judged).
-        A CQ error is never owed: every CQ has room for all of its queue's WRs."""
+        A CQ error is never owed: every CQ has room for all of its queue's WRs; Last WQE
+        Reached is an SRQ's QP's, due when it enters ERR."""
+        if event == EventType.QP_LAST_WQE_REACHED:
+            has_srq = getattr(track.model, "srq", None) is not None
+            return srq.LAST_WQE_REACHED if has_srq else srq.NO_LAST_WQE_WITHOUT_SRQ
+        if event == EventType.SRQ_LIMIT_REACHED:  # once per arming
+            return srq.SRQ_LIMIT_REACHED
         return rules.CQ_NO_OVERRUN if event == EventType.CQ_ERR else None
+
+    def stray_rule(self, track: Track, wc: Completion) -> Rule:
+        """The rule a completion the ledger knows nothing of breaks: an SRQ's receive is
+        never flushed with the QP (it is the SRQ's); anything else, the rule set's."""
+        queue = getattr(track.model, "srq", None)
+        if queue is not None and wc.queue == "recv" and wc.wr_id in queue.recvs:
+            return srq.SRQ_KEEPS_RECEIVES
+        return self.stray_completion_rule or (
+            rules.SEND_DONE if wc.queue == "send" else rules.RECV_DONE
+        )
+
+    def _note_repeated_last_wqe(self, track: Track) -> None:
+        """A further Last WQE Reached after the one an SRQ's QP owed: allowed (a may rule),
+        recorded as exercised."""
+        if self.judge.recorder is not None:
+            state = track.model.state.name
+            rule_ids = [srq.LAST_WQE_REPEATED.id]
+            self.judge.recorder.step(track.qp_type.name, "event", state, None, rule_ids, "match")
 
     def record_verb(self, kind: str) -> str | None:
         """The verb a record of this kind names (None: the verb of the step it comes from)."""
@@ -313,8 +337,11 @@ class Engine:
         """A known divergence left the QP in `state`: the model follows, and entering ERR
         books the flushes the device now owes."""
         before = track.model.state
+        owed = track.model.err_events(before) if state == QPState.ERR else ()
         for c in track.model.follow(state):
             track.ledger.add_due(c, rules.FLUSH_ON_ERROR, origin)
+        for e in owed:  # an SRQ's QP entering ERR: Last WQE Reached
+            track.ledger.required.append(Required(e, srq.LAST_WQE_REACHED, origin))
         self.moved(track, before, state, origin)
 
     # ------------------------------------------------------------------------- observing
@@ -467,9 +494,7 @@ class Engine:
                                 f"again: {observed}", tags)
             self.diverge(track, d)
         elif found.found is Found.UNKNOWN and not self.explain_completion(track, wc):
-            rule = self.stray_completion_rule or (
-                rules.SEND_DONE if wc.queue == "send" else rules.RECV_DONE
-            )
+            rule = self.stray_rule(track, wc)
             d = self.divergence(track, "completion", rule, track.last(), found.expected,
                                 observed, tags)
             self.diverge(track, d)
@@ -481,9 +506,14 @@ class Engine:
         drained = event == EventType.SQ_DRAINED
         if drained:
             track.drained_events += 1
+        last_wqe = event == EventType.QP_LAST_WQE_REACHED
         claimed = track.ledger.claim(event)
         if claimed is not None:
             self.delivery.add("event", time.monotonic() - claimed.booked)
+            track.last_wqes += last_wqe
+            return
+        if last_wqe and getattr(track.model, "srq", None) is not None and track.last_wqes:
+            self._note_repeated_last_wqe(track)
             return
         because = track.ledger.forbidden.get(event)
         if drained:
@@ -606,6 +636,10 @@ def _watched_in_quiet(track: Track) -> list[Rule]:
     """The "must not happen" rules a quiet window checks on one QP: no CQ overrun and, where
     SQD drains, the promise an SQ_DRAINED nobody asked for would break now."""
     watched = [rules.CQ_NO_OVERRUN]
+    if getattr(track.model, "srq", None) is None:
+        watched.append(srq.NO_LAST_WQE_WITHOUT_SRQ)
+    elif track.model.state == QPState.ERR:  # a repeated Last WQE Reached may come now
+        watched.append(srq.LAST_WQE_REPEATED)
     if track.model.variant.connection_managed:  # iWARP's SQD is CLOSING: no drain
         return watched
     if track.drains == 0:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
-from models import rules
+from models import rules, srq
 from models.enums import EventType, WCStatus
 from models.operations import (
     COMPLETION_OPCODE,
@@ -107,10 +107,19 @@ def completion_rule(exp: Expectation, c: ExpectedCompletion, wire: Rule | None =
     return exp.rule
 
 
+#: The rule an SRQ event is due by, whatever step made it due.
+_SRQ_EVENT_RULES = {
+    EventType.QP_LAST_WQE_REACHED: srq.LAST_WQE_REACHED,
+    EventType.SRQ_LIMIT_REACHED: srq.SRQ_LIMIT_REACHED,
+}
+
+
 def event_rule(exp: Expectation, event: EventType) -> Rule:
     """The rule that decides whether an event may appear after `exp`."""
     if event == EventType.SQ_DRAINED:
         return rules.SQD_DRAINED_EVENT
+    if event in _SRQ_EVENT_RULES:
+        return _SRQ_EVENT_RULES[event]
     if exp.verb != "modify":
         return exp.rule
     if rules.IWARP_MODIFY_NO_EVENT in exp.checked:

@@ -39,6 +39,7 @@ class Track:
     self_moves: list[tuple[int, str]] = field(default_factory=list)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
+    last_wqes: int = 0  # QP_LAST_WQE_REACHED events claimed (an SRQ's QP owed them)
     quiet_from: int | None = None  # the first step whose quiet window is still open
     quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
     events_until: float = 0.0  # when the open event window closes (within quiet_until)

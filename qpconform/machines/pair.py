@@ -91,14 +91,51 @@ def _loaded(machine: PairMachine, n: int) -> bool:
     return h is not None and any(_outstanding(h, s) >= n for s in ("a", "b"))
 
 
+def _srq_end(machine: PairMachine) -> str | None:
+    """The end of the machine's pair that has an SRQ (None: neither)."""
+    h = getattr(machine, "h", None)
+    return next(iter(sorted(h.model.srq_sides)), None) if h is not None else None
+
+
 def machine_for(
-    qp_type: QPType, make: Callable[[], PairHarness], faults: Collection[str] = FAULTS
+    qp_type: QPType,
+    make: Callable[..., PairHarness],
+    faults: Collection[str] = FAULTS,
+    srq: bool = False,
 ) -> type[RuleBasedStateMachine]:
     """A state machine class over pairs built by `make` (real device or fake), injecting
-    the named `faults` (a subset of FAULTS)."""
+    the named `faults` (a subset of FAULTS). With `srq`, each example draws whether its
+    pair's "b" end takes its receives from an SRQ: `make(srq_sides=("b",))`."""
 
     class TrafficMachine(PairMachine):
         make_pair = staticmethod(make)
+
+        if srq:
+
+            @initialize(with_srq=st.booleans())
+            def connect(self, with_srq: bool) -> None:  # type: ignore[override]
+                self.h = self.make_pair(srq_sides=("b",) if with_srq else ())
+                self.h.connect()
+
+        @precondition(lambda self: _srq_end(self) is not None)
+        @rule(data=st.data())
+        def arm_srq(self, data: st.DataObject) -> None:
+            """Arm the SRQ's limit at most at the receives it holds: SRQ Limit Reached
+            comes once, when a receive taken leaves fewer."""
+            side = _srq_end(self)
+            assert side is not None
+            waiting = len(self.h.model.qp(side).receives())
+            if side not in self.h.model.gone and waiting >= 1:
+                self.h.arm_srq(side, data.draw(st.integers(1, waiting), label="limit"))
+
+        @precondition(lambda self: _srq_end(self) is not None)
+        @rule()
+        def post_recv_on_srq_qp(self) -> None:
+            """A receive posted on the QP of the SRQ's end: refused, never runs."""
+            side = _srq_end(self)
+            assert side is not None
+            if side not in self.h.model.gone:
+                self.h.post_qp_recv(side)
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
         def post_send(self, side: str, op: Op) -> None:
