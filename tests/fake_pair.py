@@ -92,6 +92,7 @@ IWARP_FAULTS = (
 OPS_EXTRA_FAULTS = (
     "inline_fails", "inline_over_cap_accepted", "op_not_of_type_succeeds",
     "read_beyond_depth_fails",
+    "op_not_of_type_flush",  # rxe 6.4+: the foreign operation completes as a flush
 )
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
@@ -456,6 +457,7 @@ class FakePair:
         bent = {
             ("inline_fails", "pair.inline.delivered"): WCStatus.LOC_LEN_ERR,
             ("op_not_of_type_succeeds", "pair.op.not_of_type"): WCStatus.SUCCESS,
+            ("op_not_of_type_flush", "pair.op.not_of_type"): WCStatus.WR_FLUSH_ERR,
             ("read_beyond_depth_fails", "pair.read.initiator_depth"): WCStatus.REM_INV_REQ_ERR,
         }
         return bent.get((str(self.fault), rule_id))

@@ -34,7 +34,7 @@ def probed_device(monkeypatch, tmp_path: Path, present: bool) -> PyverbsDevice:
         supported=[QPType.RC], reasons={QPType.XRC_SEND: "XRC_SEND unsupported: EOPNOTSUPP"}
     )
 
-    def build(qp_type):
+    def build(qp_type, max_inline=0):
         raise UnsupportedQPType(
             f"{qp_type.name} unsupported by rxe0: create -> no errno (Failed to find device rxe0)"
         )
