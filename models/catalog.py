@@ -195,6 +195,8 @@ def _named_scopes() -> dict[str, RuleScope]:
         operations.READ_DELIVERED.id: rc,
         operations.ATOMIC_DELIVERED.id: RuleScope(
             frozenset({QPType.RC}), frozenset({"ATOMICS"})),
+        operations.OP_NOT_OF_TYPE.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
+        operations.READ_DEPTH.id: rc,
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device

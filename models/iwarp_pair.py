@@ -17,7 +17,7 @@ Every decision names its rule, like models/pair.py.
 from dataclasses import replace
 
 from models.enums import EventType, QPState, QPType, WCStatus
-from models.operations import READ_DELIVERED
+from models.operations import INLINE_DELIVERED, READ_DELIVERED, READ_DEPTH
 from models.outcomes import Expectation, Outcome
 from models.pair import (
     _ERROR_EVENTS,
@@ -192,7 +192,8 @@ class IwarpPairModel(PairModel):
 
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
         """The oldest started send of `side`: delivered, or a DDP error that terminates."""
-        op, fault = self._ops.get((side, self.ends[side].in_flight[0]), (Op.SEND, Fault.NONE))
+        wr_id = self.ends[side].in_flight[0]
+        op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[self.peer_of(side)]
         if fault is Fault.BAD_LKEY:
             return BAD_LKEY, WCStatus.LOC_PROT_ERR, "none"
@@ -203,6 +204,8 @@ class IwarpPairModel(PairModel):
         if op is Op.RDMA_READ:
             if fault is Fault.BAD_RKEY:
                 raise ValueError("the iWARP model has no rule yet for a READ with a bad STag")
+            if (side, wr_id) in self._beyond_depth:  # past the ORD: it waits (siw: orq_fence)
+                return READ_DEPTH, WCStatus.SUCCESS, "none"
             return READ_DELIVERED, WCStatus.SUCCESS, "none"
         if peer.receives():
             return SEND_DELIVERED, WCStatus.SUCCESS, "recv"
@@ -219,6 +222,10 @@ class IwarpPairModel(PairModel):
         rule, status, at_peer = self.decide(side)
         assert status is not None
         op, _ = self._ops.pop((side, wr_id), (Op.SEND, Fault.NONE))
+        self._beyond_depth.discard((side, wr_id))
+        if (side, wr_id) in self._inline and at_peer in ("recv", "none"):
+            rule = INLINE_DELIVERED  # as the same WR not inline
+        self._inline.discard((side, wr_id))
         effects: list[tuple[str, Expectation]] = []
         if at_peer == "recv":
             got = self.ends[peer_side].recv_completed(WCStatus.SUCCESS, op.recv_opcode)

@@ -11,7 +11,7 @@ operations themselves, and the rules about their completions.
 from enum import StrEnum
 
 from models.enums import QPType, WCOpcode
-from models.sources import DRIVER, MAY, MUST, Rule, ibta
+from models.sources import DRIVER, MAY, MUST, PROVIDER, Rule, Source, ibta
 
 _WR_PROCESSING = "ch. 10.8 Work request processing"
 _POLL = "ch. 11.4.2.1 Poll for Completion (the work completion's fields)"
@@ -47,6 +47,12 @@ class Op(StrEnum):
     def carries_imm(self) -> bool:
         """Does the responder's receive completion carry immediate data?"""
         return self in (Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM)
+
+    @property
+    def inlinable(self) -> bool:
+        """May it be posted with IBV_SEND_INLINE (it carries the requester's data: a READ
+        or an atomic carries none out)?"""
+        return self in (Op.SEND, Op.SEND_WITH_IMM, Op.RDMA_WRITE, Op.WRITE_WITH_IMM)
 
     @property
     def send_opcode(self) -> WCOpcode:
@@ -94,6 +100,13 @@ def ops_for(qp_type: QPType, iwarp: bool = False, atomics: bool = True) -> tuple
     whose atomic_cap is NONE)."""
     ops = IWARP_OPS if iwarp else OPS_BY_TYPE.get(QPType(qp_type), ())
     return ops if atomics else tuple(op for op in ops if not op.atomic)
+
+
+def foreign_ops(qp_type: QPType) -> tuple[Op, ...]:
+    """The operations an InfiniBand QP of `qp_type` lacks though another type carries them
+    (UC: READ and the atomics; UD: WRITE, WRITE with immediate, READ and the atomics)."""
+    mine = OPS_BY_TYPE.get(QPType(qp_type), ())
+    return tuple(op for op in OPS_BY_TYPE[QPType.RC] if op not in mine)
 
 
 def imm_for(wr_id: int) -> int:
@@ -171,8 +184,85 @@ UNSIGNALED_FLUSH_UNRETIRED = Rule(
     layer=DRIVER,
 )
 
+_RDMA_CORE = "rdma-core providers"
+INLINE_DELIVERED = Rule(
+    "pair.inline.delivered",
+    "a SEND, SEND with immediate, RDMA WRITE or WRITE with immediate posted with "
+    "IBV_SEND_INLINE and no more bytes than the max_inline_data query_qp reports behaves as "
+    "the same WR not inline: the same completions at both ends, the data delivered",
+    ibta(
+        "ch. 11.4.1.1 Post Send Request (inline data: the data is copied at post, the "
+        "lkey is not used)",
+        "the inline WR is otherwise processed as any send WR",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+INLINE_OVER_CAP = Rule(
+    "pair.inline.over_cap",
+    "a send WR posted with IBV_SEND_INLINE and more bytes than the QP's max_inline_data (as "
+    "query_qp reports it: the device may round the asked cap up) is refused by post_send "
+    "(any errno: EINVAL or ENOMEM); a refused WR never runs and changes nothing",
+    Source(
+        _RDMA_CORE,
+        "every provider checks at post, before the WQE is handed to the device: rxe.c "
+        "validate_send_wr() (length > sq->max_inline: EINVAL; the kernel's validate_send_wr() "
+        "in rxe_verbs.c for kernel QPs); siw.c push_send_wqe() (bytes > SIW_MAX_INLINE, "
+        "the value siw_query_qp() reports: -EINVAL); mlx5 qp.c set_data_inl_seg() "
+        "(inl > qp->max_inline_data: ENOMEM); bnxt_re verbs.c bnxt_re_required_slots() "
+        "(ilsize > qp->cap.max_inline: -EINVAL); irdma uk.c irdma_uk_inline_send() and "
+        "irdma_uk_inline_rdma_write() "
+        "(total_size > qp->max_inline_data: EINVAL); efa verbs.c "
+        "efa_post_send_validate_wr() (EINVAL); hns hns_roce_u_hw_v2.c set_rc_inl() / "
+        "set_ud_inl() (check_inl_data_len(): EINVAL)",
+        "a WR the provider refuses is not posted (*bad_wr)",
+    ),
+    kind=MUST,
+    layer=PROVIDER,
+)
+OP_NOT_OF_TYPE = Rule(
+    "pair.op.not_of_type",
+    "an operation the QP type does not carry (RDMA READ or an atomic on UC; RDMA WRITE, "
+    "READ or an atomic on UD) is either refused by post_send (it never runs, nothing "
+    "changes) or accepted and completed by the requester with LOC_QP_OP_ERR, the QP then "
+    "leaving RTS as for any send completion error (RC: ERR; UC/UD: SQE); nothing reaches the "
+    "peer (no receive consumed, nothing completes there); never SUCCESS",
+    Source(
+        "linux drivers/infiniband/sw/rxe and rdma-core providers",
+        "refused at post: hns hns_roce_u_hw_v2.c check_ud_opcode() (UD: EINVAL), efa "
+        "verbs.c efa_post_send_validate_wr() (unsupported opcode: EINVAL); accepted at "
+        "post: rdma-core rxe.c post_one_send() (validate_send_wr() has no type check), "
+        "then the kernel's rxe_req.c rxe_requester(): next_opcode() < 0 -> "
+        "IB_WC_LOC_QP_OP_ERR, rxe_comp.c COMPST_ERROR: do_complete() (6.1; since 6.4 the "
+        "requester's own rxe_qp_error() lets the completer flush it with WR_FLUSH_ERR: "
+        "quirk rxe.foreign_op_completes_as_flush); "
+        "mlx5 qp.c _mlx5_post_send() (UC: 'default: break', UD: no opcode check) and "
+        "bnxt_re verbs.c bnxt_re_post_send() build the WQE: the hardware decides; man "
+        "ibv_poll_cq(3): IBV_WC_LOC_QP_OP_ERR for 'an opcode which isn't supported by the "
+        "transport type of the QP (for example: RDMA Write over a UD QP)'",
+        "IBTA ch. 9.8.1 (service types' operations): the operation is not defined there",
+    ),
+    kind=MAY,
+    layer=PROVIDER,
+)
+READ_DEPTH = Rule(
+    "pair.read.initiator_depth",
+    "RDMA READs and atomics posted back to back beyond the requester's max_rd_atomic "
+    "(initiator depth) wait for the earlier ones to complete: none fails for it, each "
+    "completes with SUCCESS, in posting order",
+    ibta(
+        "ch. 9.4.4 RDMA READ and ch. 11.2.4.2 Modify QP (Initiator Depth: the number of RDMA "
+        "READ and atomic operations outstanding at once); rxe rxe_req.c check_init_depth() "
+        "(need_rd_atomic: the requester stops until a READ completes), siw siw_qp.c "
+        "siw_activate_tx() (ORQ full: orq_fence, the READ waits)",
+        "the requester does not issue more outstanding requests than the initiator depth",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+
 #: The rules declared above, by name (models/catalog.py lists the model's rules from these).
 RULES: tuple[Rule, ...] = (
     COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, ATOMIC_DELIVERED, UNSIGNALED_SILENT,
-    UNSIGNALED_FLUSH_UNRETIRED,
+    UNSIGNALED_FLUSH_UNRETIRED, INLINE_DELIVERED, INLINE_OVER_CAP, OP_NOT_OF_TYPE, READ_DEPTH,
 )

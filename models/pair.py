@@ -16,11 +16,17 @@ from enum import StrEnum
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.operations import (
     ATOMIC_DELIVERED,
+    ATOMICS,
     COMPLETION_OPCODE,
     IMM_DELIVERED,
+    INLINE_DELIVERED,
+    INLINE_OVER_CAP,
+    OP_NOT_OF_TYPE,
     READ_DELIVERED,
+    READ_DEPTH,
     UNSIGNALED_SILENT,
     Op,
+    foreign_ops,
     imm_for,
     ops_for,
 )
@@ -48,6 +54,7 @@ class Fault(StrEnum):
     NONE = "none"
     BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
     BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
+    INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
 
 
 # ---------------------------------------------------------------------------------- rules
@@ -184,6 +191,7 @@ class WireSettings:
     retry_cnt: int = 1
     rnr_retry: int = 1
     min_rnr_timer: int = 1
+    max_rd_atomic: int = 1  # the requester's initiator depth (and the responder's resources)
 
     def bound(self) -> float:
         """Seconds within which an automatic error must have been reported (generous)."""
@@ -210,6 +218,11 @@ class PairModel:
         }
         self.gone: set[str] = set()
         self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
+        self._inline: set[tuple[str, int]] = set()  # sends posted inline (within the cap)
+        self._beyond_depth: set[tuple[str, int]] = set()  # READs/atomics past max_rd_atomic
+        #: While not None: posts go back to back (no wait between them), and this counts
+        #: each side's READs and atomics among them (see `back_to_back`).
+        self.burst: dict[str, int] | None = None
 
     #: An iWARP pair model (models/iwarp_pair.py) carries iWARP's operations.
     iwarp = False
@@ -236,18 +249,46 @@ class PairModel:
         op: Op = Op.SEND,
         fault: Fault = Fault.NONE,
         signaled: bool = True,
+        inline: bool = False,
     ) -> Expectation:
         """post_send of one WR of `op` carrying `fault` (commit with apply); an unsignaled
-        one completes only if it ends in error."""
+        one completes only if it ends in error; an `inline` one (within max_inline_data)
+        as the same WR not inline. An operation the QP type lacks: `_post_foreign`."""
         if op not in ops_for(self.qp_type, self.iwarp):
-            raise ValueError(f"{self.qp_type.name} carries no {op.name}")
+            if self.iwarp or op not in foreign_ops(self.qp_type) or fault is not Fault.NONE:
+                raise ValueError(f"{self.qp_type.name} carries no {op.name}")
+            return self._post_foreign(side, wr_id, op, signaled)
         if fault is Fault.BAD_RKEY and (not op.remote or op.consumes_recv):
             # With immediate data a bad rkey may meet an empty receive queue too: which error
             # wins is the responder's order of checks (rxe: the receive first, RNR), which
             # the spec does not fix. The model plants bad rkeys on WRITE and READ only.
             raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
+        if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
+            raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
+        exp = self.ends[side].post_send(wr_id, signaled)
+        if fault is Fault.INLINE_OVER_CAP:
+            if exp.outcome is Outcome.REFUSE:  # refused anyway (RESET, INIT, RTR)
+                return exp
+            return self.ends[side].overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
         self._ops[(side, wr_id)] = (op, fault)
-        return self.ends[side].post_send(wr_id, signaled)
+        if inline:
+            self._inline.add((side, wr_id))
+        if op in (Op.RDMA_READ, *ATOMICS) and self.burst is not None:
+            ahead = self.burst.get(side, 0)
+            self.burst[side] = ahead + 1
+            if ahead >= self.settings.max_rd_atomic:
+                self._beyond_depth.add((side, wr_id))
+        return exp
+
+    def _post_foreign(self, side: str, wr_id: int, op: Op, signaled: bool) -> Expectation:
+        """An operation the QP type lacks, posted in RTS: refused at post (it never runs), or
+        accepted and started; the wire then fails it (`decide`: LOC_QP_OP_ERR). Only RTS
+        is modelled: elsewhere the post's own state rule would have to meet this one."""
+        if self.ends[side].state != S.RTS:
+            raise ValueError(f"the model posts {op.name} on {self.qp_type.name} in RTS only")
+        exp = self.ends[side].post_send(wr_id, signaled)
+        self._ops[(side, wr_id)] = (op, Fault.NONE)
+        return self.ends[side].overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
     def post_recv(self, side: str, wr_id: int) -> Expectation:
         """post_recv on one end's own receive queue (commit with apply)."""
@@ -316,6 +357,8 @@ class PairModel:
         peer = self.ends[peer_side]
         reliable = self.qp_type in _RELIABLE
         receiving = peer_side not in self.gone and peer.state in _RECEIVING
+        if op not in ops_for(self.qp_type, self.iwarp):  # found by the requester itself
+            return OP_NOT_OF_TYPE, WCStatus.LOC_QP_OP_ERR, "none"
         if fault is Fault.BAD_LKEY:
             return BAD_LKEY, WCStatus.LOC_PROT_ERR, "none"
         if not receiving:
@@ -326,6 +369,8 @@ class PairModel:
             if reliable:
                 return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
             return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
+        if (side, wr_id) in self._beyond_depth:
+            return READ_DEPTH, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_READ:
             return READ_DELIVERED, WCStatus.SUCCESS, "none"
         if op.atomic:
@@ -355,9 +400,10 @@ class PairModel:
         forbidden: dict[str, tuple[EventType, ...]] = {}
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[peer_side]
-        if fault is not Fault.BAD_LKEY and peer.awaiting_first_packet and (
-            self.qp_type in _COMM_EST_TYPES
-        ):
+        if (side, wr_id) in self._inline and status == WCStatus.SUCCESS:
+            rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
+        sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
+        if sent_out and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
             effects.append((peer_side, self._first_packet(peer_side)))
         if at_peer == "recv":
             imm = imm_for(wr_id) if op.carries_imm else None
@@ -370,6 +416,8 @@ class PairModel:
         if at_peer == "access_error":
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         self._ops.pop((side, wr_id), None)
+        self._inline.discard((side, wr_id))
+        self._beyond_depth.discard((side, wr_id))
         return WireStep(side, wr_id, rule, tuple(effects), forbidden)
 
     def _first_packet(self, side: str) -> Expectation:

@@ -255,6 +255,25 @@ class QPModel(QPModify):
             if wr_id is not None:  # whoever refused it, a refused WR must never run
                 self.never_run.add(wr_id)
 
+    def overrule(self, exp: Expectation, outcome: Outcome, rule: Rule) -> Expectation:
+        """The post just proposed, judged instead by a rule that knows the WR, not only the
+        QP (models/pair.py: an inline WR beyond max_inline_data, an operation the QP type
+        lacks): `outcome` under `rule`. Accepted, it does what the QP alone said; refused,
+        it never runs (apply)."""
+        if self._proposed is None or self._proposed[0] is not exp or exp.outcome is not (
+            Outcome.ACCEPT
+        ):
+            raise RuntimeError("overrule() takes the accepted post that was just proposed")
+        _, effect, wr_id = self._proposed
+        refused = outcome is Outcome.REFUSE
+        judged = replace(
+            exp, outcome=outcome, rule=rule, checked=(rule,),
+            completions=() if refused else exp.completions,
+            never_run=frozenset({wr_id}) if refused and wr_id is not None else frozenset(),
+        )
+        self._proposed = (judged, effect, wr_id)
+        return judged
+
     # ------------------------------------------------------------------- automatic events
     def send_completed(
         self, status: WCStatus = WCStatus.SUCCESS, opcode: WCOpcode | None = None

@@ -3,14 +3,16 @@
 SEND, RDMA WRITE, RDMA READ and immediate data (models/operations.py), signaled or not:
 each completes with its opcode (and the receive with the immediate data), consumes a
 receive or not, is held in SQD, flushed in ERR and discarded by RESET like any WR; an
-unsignaled WR completes only in error. Every step goes through PairHarness against
-models/pair.py, as in the other pair suites.
+unsignaled WR completes only in error. Inline WRs within max_inline_data behave as the
+same WRs not inline, one byte beyond it is refused; an operation the QP type lacks is
+refused or fails; READs beyond the initiator depth wait. Every step goes through
+PairHarness against models/pair.py, as in the other pair suites.
 """
 
 import pytest
 
 from models.enums import QPState, QPType
-from models.operations import OPS_BY_TYPE, Op
+from models.operations import OPS_BY_TYPE, Op, foreign_ops
 from models.pair import Fault
 from qpconform.engine.connect import HOLD
 
@@ -144,4 +146,74 @@ def test_first_packet_to_a_peer_in_rtr(make_pair, qp_type):
     h.bring_up("b", S.RTR)
     h.post_recv("b")
     h.post_send("a")
+    h.quiet()
+
+
+INLINE_OPS = [(t, op) for t, op in TYPE_OPS if op.inlinable]
+_INLINE_IDS = [f"{t.name}-{op.name}" for t, op in INLINE_OPS]
+
+
+def _inline_fits(h, over_cap: bool = False) -> None:
+    """Skip (reported) where the end cannot post the inline WR the case needs."""
+    if not h.can_post_inline("a", over_cap):
+        cap = h.max_inline("a")
+        why = "beyond the MR the case posts from" if over_cap else "below the WR's 16 bytes"
+        pytest.skip(f"max_inline_data {cap} is {why}")
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), INLINE_OPS, ids=_INLINE_IDS)
+def test_inline_wr_behaves_as_not_inline(make_pair, qp_type, op):
+    """A WR of `op` posted inline (16 bytes, within the max_inline_data query_qp reports),
+    then an inline SEND: the same completions at both ends as without IBV_SEND_INLINE."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    _inline_fits(h)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.post_send("a", op, inline=True)
+    h.post_send("a", Op.SEND, inline=True, signaled=False)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), INLINE_OPS, ids=_INLINE_IDS)
+def test_inline_wr_beyond_the_cap_is_refused(make_pair, qp_type, op):
+    """One byte more than the reported max_inline_data, inline: post_send refuses it, it
+    never runs and changes nothing (the SEND after it completes as usual)."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    _inline_fits(h, over_cap=True)
+    h.post_recv("b")
+    h.post_send("a", op, Fault.INLINE_OVER_CAP)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+FOREIGN = [(t, op) for t in (QPType.UC, QPType.UD) for op in foreign_ops(t)]
+
+
+@pytest.mark.parametrize(("qp_type", "op"), FOREIGN, ids=[f"{t.name}-{o.name}" for t, o in FOREIGN])
+def test_an_operation_the_type_lacks(make_pair, qp_type, op):
+    """READ or an atomic on UC, WRITE, READ or an atomic on UD: refused at post, or
+    accepted and completed with LOC_QP_OP_ERR (the QP leaving RTS); never SUCCESS, and the
+    receive waiting at the peer stays there."""
+    h = make_pair(qp_type)
+    h.post_recv("b")
+    h.post_send("a", op)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.FETCH_ADD, Op.COMP_SWAP])
+def test_reads_beyond_the_initiator_depth_wait(make_pair, op):
+    """max_rd_atomic 1 (iWARP: the ORD of 1 the connection asks, cm_connect.RESOURCES):
+    four READs (or atomics) posted back to back, the last signaled only; all complete with
+    SUCCESS, in order: the ones beyond the depth wait, they do not fail."""
+    h = make_pair(QPType.RC)
+    _carried(h, op)
+    with h.back_to_back():
+        for i in range(4):
+            h.post_send("a", op, signaled=i != 1)
     h.quiet()

@@ -95,6 +95,17 @@ IWARP_FAULTS = (
     # shared receive queues: Last WQE Reached missing (siw), or raised without an SRQ
     "last_wqe_missing", "last_wqe_without_srq",
 )
+#: Faults of the inline, foreign-operation and initiator-depth rules (models/operations.py):
+#: an inline WR within the cap completes in error; one beyond the cap is accepted and run;
+#: an operation the QP type lacks completes with SUCCESS; a READ beyond max_rd_atomic fails
+#: instead of waiting. Played by FakeEnd._post_extra and FakePair._bent_extra.
+OPS_EXTRA_FAULTS = (
+    "inline_fails", "inline_over_cap_accepted", "op_not_of_type_succeeds",
+    "read_beyond_depth_fails",
+    "op_not_of_type_flush",  # rxe 6.4+: the foreign operation completes as a flush
+)
+#: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
+FAKE_MAX_INLINE = 72
 #: How many unpolled completions cq_overrun's CQ holds.
 CQ_ROOM = 2
 #: late_timer: seconds before a retry-exhausted send completes (and what it flushes).
@@ -119,6 +130,7 @@ class FakeEnd:
         self.waiting: set[int] = set()  # sqd_rts_no_resume*: held sends the doorbell starts
         self.delayed: list[tuple[float, Completion]] = []  # late_timer: (when, completion)
         self.stale_drain = False  # stale_sq_drain_never_ends: the next drain never ends
+        self.max_inline = FAKE_MAX_INLINE  # as query_qp reports it
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
@@ -180,10 +192,14 @@ class FakeEnd:
         return QueryResult(qp.state, draining)
 
     def post_send(
-        self, wr_id: int, op: Op, fault: Fault, signaled: bool = True
+        self, wr_id: int, op: Op, fault: Fault, signaled: bool = True, inline: bool = False
     ) -> VerbResult:
         """Post through the fake's model."""
-        exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled)
+        if self.pair.fault == "read_beyond_depth_fails" and self.pair.model.burst is None:
+            self.pair.model.burst = {}  # READs since the last poll: outstanding together
+        exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline)
+        if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
+            return VerbResult(True)
         qp = self.pair.model.qp(self.side)
         if self.stale and qp.state == QPState.RTS:  # a zeroed slot runs first: ERR, all flushed
             self.stale = False
@@ -192,6 +208,14 @@ class FakeEnd:
                 self.cq.append(_wc(c, self.qp_num))
             return VerbResult(True)
         return self._post(exp)
+
+    def _post_extra(self, exp: Expectation) -> bool:
+        """inline_over_cap_accepted: a post the model refuses for its inline length is
+        accepted (and would run). True when the post is done so."""
+        if self.pair.fault != "inline_over_cap_accepted" or exp.rule.id != "pair.inline.over_cap":
+            return False
+        self.pair.model.apply(self.side, exp, True)
+        return True
 
     def post_recv(self, wr_id: int) -> VerbResult:
         """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE)."""
@@ -247,6 +271,8 @@ class FakeEnd:
         self.cq += [c for when, c in self.delayed if when <= now]
         self.delayed = [(when, c) for when, c in self.delayed if when > now]
         out, self.cq = self.cq, []
+        if self.pair.fault == "read_beyond_depth_fails":
+            self.pair.model.burst = None  # a poll between READs: not back to back
         return out
 
     def events(self, timeout: float) -> list[AsyncEvent]:
@@ -278,7 +304,8 @@ class FakePair:
         atomics: bool = True,
         srq_sides: frozenset[str] = frozenset(),
     ) -> None:
-        if fault is not None and fault not in (IWARP_FAULTS if iwarp else FAULTS):
+        known = IWARP_FAULTS if iwarp else (*FAULTS, *OPS_EXTRA_FAULTS)
+        if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
         self.atomics = atomics and not iwarp
@@ -452,6 +479,8 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif self.fault in OPS_EXTRA_FAULTS:
+            status = self._bent_extra(rule_id)
         elif resumed and self.fault in (
             "sqd_rts_resume_bad_status", "sqd_rts_no_resume_then_bad_status"
         ):
@@ -461,6 +490,16 @@ class FakePair:
         first = exp.completions[0]
         bent = ExpectedCompletion(first.wr_id, first.queue, status)
         return dataclasses.replace(exp, completions=(bent, *exp.completions[1:]))
+
+    def _bent_extra(self, rule_id: str) -> WCStatus | None:
+        """The requester's status under an OPS_EXTRA_FAULTS fault (None: unbent)."""
+        bent = {
+            ("inline_fails", "pair.inline.delivered"): WCStatus.LOC_LEN_ERR,
+            ("op_not_of_type_succeeds", "pair.op.not_of_type"): WCStatus.SUCCESS,
+            ("op_not_of_type_flush", "pair.op.not_of_type"): WCStatus.WR_FLUSH_ERR,
+            ("read_beyond_depth_fails", "pair.read.initiator_depth"): WCStatus.REM_INV_REQ_ERR,
+        }
+        return bent.get((str(self.fault), rule_id))
 
     def _after_send_error(self, side: str, exp: Expectation) -> None:
         """send_error_*: a UD/UC QP that the error took to SQE goes to ERR, or stays RTS;

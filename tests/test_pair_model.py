@@ -233,8 +233,8 @@ def test_drain_event_when_the_blocked_send_finishes() -> None:
 
 def test_invalid_combinations_are_refused() -> None:
     pair = _connected(QPType.UD)
-    with pytest.raises(ValueError):
-        pair.post_send("a", 1, op=Op.RDMA_WRITE)
+    with pytest.raises(ValueError):  # an operation UD lacks is modelled without a fault only
+        pair.post_send("a", 1, op=Op.RDMA_WRITE, fault=Fault.BAD_RKEY)
     with pytest.raises(ValueError):
         pair.post_send("a", 1, fault=Fault.BAD_RKEY)
 

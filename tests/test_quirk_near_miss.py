@@ -192,6 +192,12 @@ def bad_rkey(h: PairHarness) -> None:
     h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
 
 
+def foreign_op(h: PairHarness) -> None:
+    """A READ on UC (an operation the type lacks), a receive waiting at the peer."""
+    h.post_recv("b")
+    h.post_send("a", Op.RDMA_READ)
+
+
 def reset_from(state: QPState, recv: bool = True) -> Callable[[PairHarness], None]:
     """A send held in SQD (from SQD), RESET, bring-up, then a send (to a peer with a
     receive, or without one: UD drops it)."""
@@ -256,6 +262,11 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
     "rxe.local_send_error_completes_as_flush": (
         Pair("bad_lkey_flush", K612, QPType.RC, bad_lkey),
         (Pair("bad_lkey_flush", K61, QPType.RC, bad_lkey),),
+    ),
+    "rxe.foreign_op_completes_as_flush": (
+        Pair("op_not_of_type_flush", K612, QPType.UC, foreign_op),
+        (Pair("op_not_of_type_flush", K61, QPType.UC, foreign_op),
+         Pair("op_not_of_type_succeeds", K612, QPType.UC, foreign_op)),
     ),
     "rxe.send_error_enters_err_not_sqe": (
         Pair("send_error_to_err", K61, QPType.UD, bad_lkey),

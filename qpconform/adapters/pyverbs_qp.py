@@ -163,12 +163,18 @@ class PyverbsQP:
     """One device QP in its own Context, with send/recv CQs and a small MR (a QPHandle)."""
 
     def __init__(
-        self, device: PyverbsDevice, qp_type: QPType, serial: int, srq: bool = False
+        self,
+        device: PyverbsDevice,
+        qp_type: QPType,
+        serial: int,
+        srq: bool = False,
+        max_inline: int = 0,
     ) -> None:
         self.device = device
         self.qp_type = QPType(qp_type)
         self.with_srq = srq  # receives come from an SRQ of its own (self.srq)
         self.srq: Any = None
+        self.max_inline_asked = max_inline  # the cap asked at create (a pair end's inline WRs)
         self.label = f"qp#{serial}:{self.qp_type.name}"
         self.closed = False
         self._pv = device.pv
@@ -211,6 +217,7 @@ class PyverbsQP:
             max_send_wr=0 if t is QPType.XRC_RECV else QP_DEPTH,
             max_recv_wr=0 if no_rq or t is QPType.XRC_RECV else QP_DEPTH,
             max_send_sge=1, max_recv_sge=0 if no_rq else 1,
+            max_inline_data=0 if t is QPType.XRC_RECV else self.max_inline_asked,
         )
         if t is QPType.XRC_RECV:
             return self._new_xrc_recv(cap)

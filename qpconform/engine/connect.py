@@ -85,7 +85,7 @@ def connect_values(
         "retry_cnt": settings.retry_cnt,
         "rnr_retry": settings.rnr_retry,
         "min_rnr_timer": settings.min_rnr_timer,
-        "max_rd_atomic": 1,
-        "max_dest_rd_atomic": 1,
+        "max_rd_atomic": settings.max_rd_atomic,
+        "max_dest_rd_atomic": settings.max_rd_atomic,
         "en_sqd_async_notify": 0,
     }

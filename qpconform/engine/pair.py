@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, cast
 
 from models import iwarp_pair, rules
@@ -75,6 +76,11 @@ IWARP_CLOSE_BOUND = 3.0
 #: (trixie, soak seed 1136116765); the wait ends as soon as the completion comes.
 TIMER_BOUND = 3.0
 _TIMER_RULES = frozenset({RC_RETRY_EXHAUSTED.id, RC_RNR_EXHAUSTED.id})
+#: The bytes a pair's WR carries (the adapters' length): an inline one needs that much cap.
+INLINE_LEN = 16
+#: An inline WR one byte beyond the cap is posted only when those bytes fit in the end's
+#: 4096-byte MR with room to spare (a device with a larger cap: the case is skipped).
+OVER_CAP_LIMIT = 2048
 
 #: The verb a pair record names, by kind of divergence (outcome: the verb itself).
 _RECORD_VERBS = {
@@ -212,17 +218,49 @@ class PairHarness(PairFollowing, Engine):
         return res
 
     def post_send(
-        self, side: str, op: Op = Op.SEND, fault: Fault = Fault.NONE, signaled: bool = True
+        self,
+        side: str,
+        op: Op = Op.SEND,
+        fault: Fault = Fault.NONE,
+        signaled: bool = True,
+        inline: bool = False,
     ) -> int:
-        """post_send of one WR (unsignaled: it completes only in error); returns its wr_id."""
+        """post_send of one WR (unsignaled: it completes only in error; `inline`: posted
+        with IBV_SEND_INLINE, within the end's max_inline_data); returns its wr_id."""
         wr_id = self.next_wr_id()
-        exp = self.model.post_send(side, wr_id, op, fault, signaled)
-        res = self.dev.end(side).post_send(wr_id, op, fault, signaled)
+        exp = self.model.post_send(side, wr_id, op, fault, signaled, inline)
+        res = self.dev.end(side).post_send(wr_id, op, fault, signaled, inline)
         step = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
         if not signaled:
             step["signaled"] = False
+        if inline:
+            step["inline"] = True
         self.cm_step(side, exp, res, step)
         return wr_id
+
+    def max_inline(self, side: str) -> int:
+        """The max_inline_data `side`'s QP reports (0: it posts nothing inline)."""
+        return int(getattr(self.dev.end(side), "max_inline", 0))
+
+    def can_post_inline(self, side: str, over_cap: bool = False) -> bool:
+        """Can `side` post a WR inline: within its cap (INLINE_LEN bytes fit), or one byte
+        beyond it (`over_cap`: the max_inline_data + 1 bytes fit in its MR)?"""
+        cap = self.max_inline(side)
+        return cap < OVER_CAP_LIMIT if over_cap else cap >= INLINE_LEN
+
+    @contextmanager
+    def back_to_back(self) -> Iterator[None]:
+        """Posts in this block go to the device with no wait between them (each is still
+        compared at once), so they are outstanding together: READs beyond the initiator
+        depth meet it (pair.read.initiator_depth). The pair settles once, at the end."""
+        self.model.burst = {}
+        known_before = len(self.known)
+        try:
+            yield
+        finally:
+            self.model.burst = None
+        self.settle()
+        self.flush_notes("known" if len(self.known) > known_before else "match")
 
     def post_recv(self, side: str) -> int:
         """One receive WR where the end takes its receives from (its SRQ, if it has one,
@@ -509,6 +547,8 @@ class PairHarness(PairFollowing, Engine):
             if exp.verb == "post_send" and side in self._doorbell:
                 self._ring_doorbell(side)
         self._wire()
+        if self.model.burst is not None:  # back to back: the block's end settles
+            return
         try:
             self.settle()
         finally:

@@ -118,6 +118,7 @@ def describe_step(step: Mapping[str, Any]) -> str:
         if verb == "post_send" and "op" in step:  # a pair's send: what it carries
             extra = [step["op"]] + ([step["fault"]] if step.get("fault", "none") != "none" else [])
             extra += [] if step.get("signaled", True) else ["unsignaled"]
+            extra += ["inline"] if step.get("inline") else []
             head += f" ({', '.join(extra)})"
     return f"{head} -> expected {step.get('expected', '?')}; observed {step.get('observed', '?')}"
 

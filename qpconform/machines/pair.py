@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from models.enums import Attr, QPState, QPType
-from models.operations import IWARP_OPS, ops_for
+from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
@@ -28,8 +28,9 @@ from qpconform.machines.stops import deliver_pending
 
 S = QPState
 SIDES = st.sampled_from(["a", "b"])
-#: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer.
-FAULTS = frozenset({"bad_lkey", "bad_rkey", "peer"})
+#: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer, an
+#: inline WR one byte beyond max_inline_data, an operation the QP type lacks.
+FAULTS = frozenset({"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op"})
 _TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
 #: The most unsignaled WRs a batch puts before its signaled one.
@@ -120,13 +121,14 @@ def machine_for(
         @precondition(lambda self: _srq_end(self) is not None)
         @rule(data=st.data())
         def arm_srq(self, data: st.DataObject) -> None:
-            """Arm the SRQ's limit at most at the receives it holds: SRQ Limit Reached
-            comes once, when a receive taken leaves fewer."""
+            """Arm the SRQ's limit at, or one below, the receives it holds: SRQ Limit
+            Reached comes once, when one of the next receives taken leaves fewer."""
             side = _srq_end(self)
             assert side is not None
             waiting = len(self.h.model.qp(side).receives())
             if side not in self.h.model.gone and waiting >= 1:
-                self.h.arm_srq(side, data.draw(st.integers(1, waiting), label="limit"))
+                limit = data.draw(st.integers(max(1, waiting - 1), waiting), label="limit")
+                self.h.arm_srq(side, limit)
 
         @precondition(lambda self: _srq_end(self) is not None)
         @rule()
@@ -137,10 +139,39 @@ def machine_for(
             if side not in self.h.model.gone:
                 self.h.post_qp_recv(side)
 
-        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
-        def post_send(self, side: str, op: Op) -> None:
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), inline=st.booleans())
+        def post_send(self, side: str, op: Op, inline: bool) -> None:
+            """One WR of `op`, inline (within the reported cap) when drawn and it can be."""
             if self._state(side) in _SENDABLE and op in self.h.ops:
+                inline = inline and op.inlinable and self.h.can_post_inline(side)
+                self.h.post_send(side, op, inline=inline)
+
+        @precondition(lambda self: "inline_over_cap" in faults)
+        @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.inlinable]))
+        def post_inline_over_cap(self, side: str, op: Op) -> None:
+            """An inline WR one byte beyond max_inline_data: refused, it never runs."""
+            if self._state(side) in _SENDABLE and self.h.can_post_inline(side, over_cap=True):
+                self.h.post_send(side, op, Fault.INLINE_OVER_CAP)
+
+        @precondition(lambda self: "foreign_op" in faults and bool(foreign_ops(qp_type)))
+        @rule(side=SIDES, op=st.sampled_from(foreign_ops(qp_type) or (Op.SEND,)))
+        def post_foreign_op(self, side: str, op: Op) -> None:
+            """An operation the QP type lacks, in RTS: refused, or it fails (never SUCCESS)."""
+            if self._state(side) == S.RTS and op in foreign_ops(qp_type):
                 self.h.post_send(side, op)
+
+        @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
+        @rule(side=SIDES, ops=st.lists(st.sampled_from(
+            [o for o in ops_for(qp_type) if o is Op.RDMA_READ or o.atomic] or [Op.SEND]),
+            min_size=2, max_size=4))
+        def read_burst(self, side: str, ops: list[Op]) -> None:
+            """READs and atomics back to back, beyond the initiator depth: they wait."""
+            if self._state(side) not in _SENDABLE:
+                return
+            with self.h.back_to_back():
+                for op in ops:
+                    if op in self.h.ops:
+                        self.h.post_send(side, op)
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
         def exchange(self, side: str, op: Op) -> None:
