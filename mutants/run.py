@@ -49,6 +49,7 @@ CATEGORIES = (
     "read",
     "imm",
     "unsignaled",
+    "srq",
 )
 #: Exit statuses of ``qpconform vm`` (vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA

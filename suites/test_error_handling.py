@@ -70,6 +70,20 @@ def test_iwarp_close_ends_the_connection(make_pair, variant, how):
 
 
 @pytest.mark.iwarp_pair
+@pytest.mark.parametrize("how", [S.SQD, S.SQE], ids=lambda s: s.name)
+def test_iwarp_receive_posted_while_closing(make_pair, variant, how):
+    """A receive posted right after iWARP's CLOSING (SQD) or TERMINATE (SQE): refused, or
+    accepted and flushed (iwarp.post_recv.SQD/SQE); every run meets it, not only the random
+    sequences that happen to post one there."""
+    if not variant.connection_managed:
+        pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
+    h = make_pair(QPType.RC)
+    h.modify("a", how)
+    h.post_recv("a")
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_sends_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)

@@ -57,6 +57,8 @@ FAULTS: dict[str, str] = {
     "event_in_rts": "SQ_DRAINED is raised on RTR->RTS, by a QP that never drained",
     "sq_drained_twice": "RTS->SQD raises SQ_DRAINED twice",
     "sq_drained_on_sqd_to_sqd": "SQD->SQD raises SQ_DRAINED again (rxe 6.4+)",
+    "sq_drained_on_sqd_to_sqd_late": "sq_drained_on_sqd_to_sqd, the event seen only after the "
+    "next modify (a loaded host)",
     "failed_post_completes_at_once": "a refused post_send completes at once, with SUCCESS",
     "recv_in_err_unflushed": "a receive posted in ERR is never flushed (rxe user QPs)",
     "recv_in_err_wrong_status": "a receive posted in ERR completes with SUCCESS",
@@ -158,6 +160,7 @@ class FakeQP:
         self.model = QPModel(self.qp_type, device.variant, device.caps)
         self.cq: list[Completion] = []
         self.queued_events: list[AsyncEvent] = []
+        self.late_drained = False  # sq_drained_on_sqd_to_sqd_late: due with the next modify
         self.staged: list[tuple[float, Completion]] = []  # (visible from, completion)
         self.staged_events: list[tuple[float, AsyncEvent]] = []
         self.hidden_sends: list[int] = []  # run_failed_post: refused WRs still in the ring
@@ -354,6 +357,9 @@ class FakeQP:
         attrs: Mapping[str, int],
     ) -> None:
         events = list(exp.events)
+        if self.late_drained:  # raised by the SQD->SQD before, seen only now
+            self.late_drained = False
+            events.append(EventType.SQ_DRAINED)
         if self._has("event_not_raised"):
             events = [e for e in events if e != EventType.SQ_DRAINED]
         asked = Attr.EN_SQD_ASYNC_NOTIFY in mask and attrs.get("en_sqd_async_notify", 0)
@@ -365,6 +371,8 @@ class FakeQP:
         again = before == after == S.SQD and Attr.STATE in mask
         if again and self._has("sq_drained_on_sqd_to_sqd"):
             events.append(EventType.SQ_DRAINED)
+        if again and self._has("sq_drained_on_sqd_to_sqd_late"):
+            self.late_drained = True
         if before == S.RTR and after == S.RTS and self._has("event_in_rts"):
             events.append(EventType.SQ_DRAINED)
         self._queue_events(events)

@@ -40,12 +40,21 @@ kernels = ["6.1"]
 OPERATION_CATEGORIES = {"opcode", "read", "imm", "unsignaled"}
 
 
-def test_shipped_catalog_has_49_mutants_over_every_category_and_a_ci_sample():
-    assert len(SHIPPED) >= 49
+def test_shipped_catalog_has_52_mutants_over_every_category_and_a_ci_sample():
+    assert len(SHIPPED) >= 52
     assert {m.category for m in SHIPPED} == set(run.CATEGORIES)
     assert len([m for m in SHIPPED if m.ci]) >= 3
     for m in SHIPPED:
         assert m.kernels and set(m.kernels) <= {"6.1", "6.12"}, m.id
+
+
+def test_srq_mutants_say_how_they_show_and_cover_both_kernels() -> None:
+    """The shared receive queue paths (issue 24): the limit event early or not disarmed on
+    both kernels, Last WQE Reached lost on 6.12 (6.1 never raises it: a quirk)."""
+    srq = {m.id: m for m in SHIPPED if m.category == "srq"}
+    assert set(srq) >= {"srq_limit_off_by_one", "srq_limit_not_disarmed", "last_wqe_not_raised"}
+    assert srq["last_wqe_not_raised"].kernels == ("6.12",)
+    assert all(m.observable and not m.ci for m in srq.values())
 
 
 def test_operation_mutants_cover_both_kernels_say_how_they_show_and_stay_out_of_ci():

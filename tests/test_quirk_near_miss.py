@@ -456,3 +456,14 @@ def test_a_held_send_the_device_did_run_is_not_rewound() -> None:
     held_then_rts_then_post(h)
     h.quiet(0.01)
     assert h.known == [] and not h.model.qp("a").outstanding_sends
+
+
+def test_a_second_sq_drained_seen_after_the_qp_left_sqd_belongs_to_the_sqd_to_sqd() -> None:
+    """rxe.sqd_to_sqd_raises_sq_drained_again on a loaded host: the event the SQD->SQD
+    raised is read only after SQD->RTS; it is the newest drain's, and still known. Without
+    the SQD->SQD (a second event of one RTS->SQD drain) it is not."""
+    late = Lone("sq_drained_on_sqd_to_sqd_late", K612, then(drain(True), sqd_to_sqd, to(S.RTS)))
+    assert {d.known_quirk for d in late.run()} >= {"rxe.sqd_to_sqd_raises_sq_drained_again"}
+    with pytest.raises(DivergenceError) as caught:
+        Lone("sq_drained_twice", K612, then(drain(True), to(S.RTS))).run()
+    assert caught.value.record.known_quirk is None

@@ -519,6 +519,9 @@ class Engine:
         if drained:
             rule = _drained_rule(track)
             origin = because.origin if because is not None else track.last()
+            entered = track.last_into(QPState.SQD)
+            if track.model.state != QPState.SQD and entered is not None:
+                origin = entered  # seen after the QP left SQD: the newest drain's event
         elif because is None:
             unbooked = self.unbooked_event_rule(track, event)
             if unbooked is None:  # the rule set does not judge events nobody booked

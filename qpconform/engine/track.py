@@ -82,6 +82,13 @@ class Track:
             self.drains += 1
             self.drained_events = 0
 
+    def last_into(self, state: QPState) -> int | None:
+        """The newest step that moved the QP into `state`, from another state or from
+        itself (SQD->SQD); None if none did."""
+        steps = [at for at, _, nxt in self.history if nxt == state.name]
+        steps += [at for at, st in self.self_moves if st == state.name]
+        return max(steps, default=None)
+
     def context(self, origin: int) -> dict[str, Any]:
         """What the engine knows at a divergence: quirk conditions match on it.
 
