@@ -84,7 +84,7 @@ def test_every_shipped_patch_names_its_mutant_driver_kernel_and_category():
 
 def test_shipped_siw_catalog_has_8_plus_mutants_on_both_kernels_none_in_ci():
     """The first siw catalog: each mutant patched for 6.1 and 6.12, saying what the iwarp
-    suites see, none in the CI sample ; its patches touch siw's files."""
+    suites see, none in the CI sample; its patches touch siw's files."""
     assert len(SHIPPED_SIW) >= 8
     assert {m.category for m in SHIPPED_SIW} <= set(run.CATEGORIES)
     for m in SHIPPED_SIW:
