@@ -443,6 +443,24 @@ IWARP_NEVER_CONSULTS = frozenset(
         XRC_RECV_NO_SQ.id,
         XRC_NO_RQ.id,
         IMM_DELIVERED.id,  # iWARP has no immediate data (RFC 5040)
+        # the InfiniBand wire's rules: the iWARP wire (models/iwarp_pair.py) has its own for
+        # delivery and its errors (iwarp.send.delivered, iwarp.write.delivered,
+        # iwarp.send.no_receive, iwarp.write.bad_stag, iwarp.llp.close), and no RNR or
+        # transport retries, COMM_EST, SQD drain (SQD is CLOSING) or SQD hold
+        "pair.send.delivered",
+        "pair.write.delivered",
+        "pair.rc.bad_rkey",
+        "pair.rc.retry_exc",
+        "pair.rc.rnr_retry_exc",
+        "pair.rc.rnr_wait",
+        "pair.completion_error.no_event",
+        "pair.comm_est.first_packet",
+        SQD_DRAINED_UNASKED.id,
+        SQD_DRAINED_OUTSIDE_SQD.id,
+        SQD_DRAINED_ONCE.id,
+        SQD_HOLDS_NEW_SENDS.id,
+        ERR_ON_RECV_ERROR.id,
+        ERR_ON_ASYNC_ERROR.id,
     }
 )
 

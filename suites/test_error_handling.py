@@ -69,6 +69,27 @@ def test_iwarp_close_ends_the_connection(make_pair, variant, how):
     h.quiet()
 
 
+_IWARP_FROM = [S.RTS, S.SQD, S.SQE]
+_IWARP_TO = [S.RESET, S.INIT, S.RTR, S.RTS, S.SQD, S.SQE, S.ERR]
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("nxt", _IWARP_TO, ids=lambda s: s.name)
+@pytest.mark.parametrize("cur", _IWARP_FROM, ids=lambda s: s.name)
+def test_iwarp_modify_from_a_connected_state(make_pair, variant, cur, nxt):
+    """Every modify from RTS, CLOSING (SQD) and TERMINATE (SQE), which a lone iWARP QP never
+    reaches (only the connection manager brings it to RTS): each judged by its entry of the
+    iwarp table, and the connection's end at the peer by iwarp.llp.close."""
+    if not variant.connection_managed:
+        pytest.skip("iWARP's connected states: InfiniBand's are the transition sweep's")
+    h = make_pair(QPType.RC)
+    h.post_recv("b")
+    if cur != S.RTS:
+        h.modify("a", cur)
+    h.modify("a", nxt)
+    h.quiet()
+
+
 @pytest.mark.iwarp_pair
 @pytest.mark.parametrize("how", [S.SQD, S.SQE], ids=lambda s: s.name)
 def test_iwarp_receive_posted_while_closing(make_pair, variant, how):
