@@ -1,7 +1,10 @@
-"""`qpconform report`: the qualification report from a run, or the comparison of two runs.
+"""`qpconform report`: the qualification report from a run, the comparison of two runs, or
+the fleet matrix of many.
 
 Exit status 0 whatever the verdict (the pytest run is the gate); 2 when there is
 nothing to read; with --same, 1 when the runs differ. The verdict line is printed either way.
+With --matrix, a run that is not comparable is left out and named (on the terminal and the
+page); the status is 2 only when no input is a comparable run.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         description=__doc__.splitlines()[0],
         usage="qpconform report [--input DIR|RUN.json ...] [--output DIR]\n"
         "       qpconform report --compare A.json B.json [--output DIR]\n"
-        "       qpconform report --same RUN_DIR RUN_DIR ...",
+        "       qpconform report --same RUN_DIR RUN_DIR ...\n"
+        "       qpconform report --matrix RUN ... [--output DIR]",
     )
     parser.add_argument(
         "--input",
@@ -49,6 +53,14 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         help="check that runs (folders with report.json and divergences.json) gave the same "
         "verdict and divergences; exit status 1 if not",
     )
+    parser.add_argument(
+        "--matrix",
+        nargs="+",
+        metavar="RUN",
+        help="merge runs (report.json, run-*.json, or a folder of one run's records) into one "
+        "table of behaviour x run: matrix.html and matrix.json; runs another schema or suite "
+        "version made are left out and named",
+    )
     parser.set_defaults(func=run_report)
     return parser
 
@@ -64,6 +76,8 @@ def run_report(args: argparse.Namespace) -> int:
             same, text = compare_runs(args.same)
             sys.stdout.write(text)
             return 0 if same else 1
+        if args.matrix:
+            return _run_matrix(args.matrix, args.output)
         if args.compare:
             _, text = compare.write_compare(args.compare[0], args.compare[1], args.output)
             sys.stdout.write(text)
@@ -78,6 +92,17 @@ def run_report(args: argparse.Namespace) -> int:
         return 2
     print(f"written: {html_path}, {json_path}")
     print(html.verdict_line(report))
+    return 0
+
+
+def _run_matrix(paths: list[str], output: str) -> int:
+    """Write the fleet matrix; print its summary (with the excluded runs) and where it went."""
+    from reports.fleet import summary_text
+    from reports.fleet_page import write_matrix
+
+    matrix, html_path, json_path = write_matrix(paths, output)
+    sys.stdout.write(summary_text(matrix))
+    print(f"written: {html_path}, {json_path}")
     return 0
 
 

@@ -47,9 +47,15 @@ def _when(stamp: str | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def render_template(name: str, **context: Any) -> str:
+    """One of reports/templates/ rendered with the report's environment (autoescape, strict
+    undefined, the `when` filter): the report page and the fleet matrix page share it."""
+    return _environment().get_template(name).render(**context)
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report page for a report dict (as built by build_report or read from report.json)."""
-    return _environment().get_template("report.html.j2").render(r=report)
+    return render_template("report.html.j2", r=report)
 
 
 def _add_reproducer_links(report: dict[str, Any], out_dir: Path) -> None:
