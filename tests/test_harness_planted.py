@@ -32,7 +32,7 @@ TYPES = [QPType.RC, QPType.UC, QPType.UD]
 FAST = MachineConfig(settle_window=0.0, must_wait=0.0)
 MAX_SHRUNK_VERBS = 6
 #: Faults that need a longer minimal sequence (bring-up to RTS, RTS->SQD, SQD->SQD: 5 verbs).
-LONGER_MINIMUM = {"sq_drained_on_sqd_to_sqd": 8}
+LONGER_MINIMUM = {"sq_drained_on_sqd_to_sqd": 8, "sq_drained_on_sqd_to_sqd_late": 9}
 
 #: The rule (glob) each fault breaks.
 EXPECTED_RULE = {
@@ -51,6 +51,7 @@ EXPECTED_RULE = {
     "event_in_rts": "ibta.sqd.drained_event.outside_sqd",
     "sq_drained_twice": "ibta.sqd.drained_event.once",
     "sq_drained_on_sqd_to_sqd": "ibta.sqd.drained_event.*",  # the first one is unasked
+    "sq_drained_on_sqd_to_sqd_late": "ibta.sqd.drained_event.*",
     "failed_post_completes_at_once": "ibta.post_send.*",
     "recv_in_err_unflushed": "ibta.post_recv.ERR",
     "recv_in_err_wrong_status": "ibta.post_recv.ERR",
@@ -81,6 +82,7 @@ EXPECTED_KIND = {
     "event_in_rts": "event",
     "sq_drained_twice": "event",
     "sq_drained_on_sqd_to_sqd": "event",
+    "sq_drained_on_sqd_to_sqd_late": "event",
     "failed_post_completes_at_once": "completion",
     "recv_in_err_unflushed": "missing_completion",
     "recv_in_err_wrong_status": "status",
@@ -127,6 +129,13 @@ def _sqd_again(qp: CheckedQP) -> None:
     qp.settle()
 
 
+def _sqd_again_then_rts(qp: CheckedQP) -> None:
+    """SQD->SQD, then back to RTS: the second SQ_DRAINED comes only after that."""
+    _sqd_again(qp)
+    qp.modify(*qp.transition_attrs(S.RTS))
+    qp.settle()
+
+
 def _pkey_out_of_range(qp: CheckedQP) -> None:
     attrs, mask = qp.transition_attrs(S.INIT)
     attrs["pkey_index"] = qp.checker.device.caps.pkey_tbl_len
@@ -169,6 +178,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "event_in_rts": lambda qp: (qp.bring_to(S.RTS), qp.settle()),
     "sq_drained_twice": lambda qp: (drain(qp, True), qp.settle()),
     "sq_drained_on_sqd_to_sqd": _sqd_again,
+    "sq_drained_on_sqd_to_sqd_late": _sqd_again_then_rts,
     "failed_post_completes_at_once": lambda qp: (qp.post_send(), qp.settle()),
     "recv_in_err_unflushed": _flush_twice,
     "recv_in_err_wrong_status": _flush_twice,
