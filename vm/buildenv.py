@@ -99,9 +99,10 @@ def mmdebstrap_command(release: str, kernel_release: str, mirror: str, target: P
         '--aptopt=Acquire::Languages "none"',
         "--skip=cleanup/apt/lists",  # kept: `apt-get download` of the matching source
         *[f"--dpkgopt={opt}" for opt in image.DOC_EXCLUDES],
-        release,
+        image.base_suite(release),
         str(target),
-        f"deb {mirror} {release} main",
+        # the kernel's suite too: its headers (an exact name, found in either) and linux-source
+        *image.source_lines(release, mirror),
     ]
 
 
