@@ -35,7 +35,7 @@ from reports.junit import read_junit
 
 PROJECT = Path(__file__).resolve().parent.parent
 DRIVERS = ("rxe", "siw")
-RELEASES = ("bookworm", "trixie")
+RELEASES = ("bookworm", "trixie", "trixie-backports")  # vm/image.py RELEASES (a self-test checks)
 DEFAULT_TARGETS = ("bookworm/rxe:5", "trixie/rxe:5", "trixie/siw:3")
 
 

@@ -5,7 +5,8 @@
 #
 # With --device (or a device in /sys/class/infiniband) the suites run on this host.
 # Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use;
-# QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1).
+# QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1);
+# QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bootstrap.sh

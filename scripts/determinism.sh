@@ -4,7 +4,7 @@
 #
 #   scripts/determinism.sh [N] [extra pytest options...]
 #
-# QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12); runs land in reports/out/determinism/.
+# QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12), trixie-backports its newest kernel; runs land in reports/out/determinism/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bootstrap.sh

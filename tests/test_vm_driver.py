@@ -256,3 +256,24 @@ def test_driver_source_and_mutants_refuse_an_unknown_driver(capsys):
             cli.main(argv)
         assert exc.value.code == 2
         assert "invalid choice" in capsys.readouterr().err
+
+
+def test_build_layer_commands_run_with_their_own_proc(tmp_path):
+    """Each command in the build layer gets /proc (objtool of 7.x kernels reads
+    /proc/self/maps) in a private mount namespace, so nothing stays mounted in the cache;
+    cwd and arguments (spaces too) reach the command unchanged. Fake mount and chroot."""
+    root = tmp_path / "layer"
+    (root / "proc").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mount").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/mounted\n')
+    (bin_dir / "chroot").write_text('#!/bin/sh\nshift\nexec "$@"\n')  # drop ROOT, run the rest
+    for tool in ("mount", "chroot"):
+        (bin_dir / tool).chmod(0o755)
+    command = ["sh", "-c", 'pwd; printf "%s|" "$@"', "x", "a b", "c"]
+    argv = buildenv.chroot_command(root, command, str(tmp_path))  # the fake chroot: a host path
+    assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run(argv[4:], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout == f"{tmp_path}\na b|c|"
+    assert (tmp_path / "mounted").read_text().split() == ["-t", "proc", "proc", f"{root}/proc"]

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from vm import image, mirror, pydeps
+from qpconform import soak
+from vm import buildenv, image, mirror, pydeps
 
 INIT = b"#!/bin/sh\necho init\n"
 MIRROR = "http://mirror.invalid/debian"
@@ -31,6 +32,7 @@ def test_cache_key_is_stable():
     "change",
     [
         {"release": "trixie"},
+        {"release": "trixie-backports"},
         {"packages": (*image.PACKAGES, "strace")},
         {"init_script": INIT + b"# v2\n"},
         {"mirror": "http://other.invalid/debian"},
@@ -68,6 +70,60 @@ def test_mmdebstrap_command(tmp_path):
     for pkg in ("linux-image-amd64", "rdma-core", "python3-pyverbs", "ibverbs-utils"):
         assert pkg in include
     assert cmd[-3:] == ["trixie", str(tmp_path / "root"), f"deb {MIRROR} trixie main"]
+
+
+def test_trixie_backports_takes_the_kernel_from_backports(tmp_path):
+    """trixie user space, the kernel (and so its dependencies) from trixie-backports; the
+    build layer sees both suites (the headers and linux-source of that kernel)."""
+    assert image.suites("bookworm") == ("bookworm",)
+    assert image.suites("trixie-backports") == ("trixie", "trixie-backports")
+    assert image.packages_for("trixie") == image.PACKAGES
+    pkgs = image.packages_for("trixie-backports")
+    assert "linux-image-amd64/trixie-backports" in pkgs and "linux-image-amd64" not in pkgs
+    assert set(pkgs) - {"linux-image-amd64/trixie-backports"} == set(image.PACKAGES) - {
+        "linux-image-amd64"
+    }
+    cmd = image.mmdebstrap_command("trixie-backports", MIRROR, tmp_path / "r", tmp_path / "i")
+    include = next(a for a in cmd if a.startswith("--include="))
+    assert "linux-image-amd64/trixie-backports" in include.split("=", 1)[1].split(",")
+    assert cmd[-4:] == [
+        "trixie",
+        str(tmp_path / "r"),
+        f"deb {MIRROR} trixie main",
+        f"deb {MIRROR} trixie-backports main",
+    ]
+    layer = buildenv.mmdebstrap_command(
+        "trixie-backports", "7.3.4+deb13-amd64", MIRROR, tmp_path / "b"
+    )
+    assert "linux-headers-7.3.4+deb13-amd64" in next(a for a in layer if a.startswith("--incl"))
+    assert layer[-4:] == [
+        "trixie",
+        str(tmp_path / "b"),
+        f"deb {MIRROR} trixie main",
+        f"deb {MIRROR} trixie-backports main",
+    ]
+    assert buildenv.source_package("7.3.4+deb13-amd64") == "linux-source-7.3"
+    assert buildenv.source_package("7.2.13+deb14-amd64") == "linux-source-7.2"
+
+
+def test_every_release_list_is_the_images(tmp_path):
+    assert soak.RELEASES == image.RELEASES
+    for release in image.RELEASES:
+        soak.parse_target(f"{release}/rxe:1")
+
+
+def test_removing_old_images_keeps_other_releases(tmp_path):
+    """trixie-KEY images are pruned when a new trixie image is built; trixie-backports-KEY
+    (a name that also starts with trixie-) is another release and stays."""
+    names = ("trixie-aaaa", "trixie-bbbb", "trixie-backports-cccc", "bookworm-dddd")
+    for name in names:
+        (tmp_path / name).mkdir()
+    image.remove_other_images(tmp_path / "trixie-bbbb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bookworm-dddd", "trixie-backports-cccc", "trixie-bbbb"
+    ]
+    image.remove_other_images(tmp_path / "trixie-backports-cccc")
+    assert (tmp_path / "trixie-bbbb").is_dir()
 
 
 def test_image_completeness(tmp_path):

@@ -83,11 +83,28 @@ class BuildEnv:
         """Run ``argv`` inside the layer; output captured as text."""
         shutil.copy2("/etc/resolv.conf", self.rootfs / "etc/resolv.conf")  # apt-get download
         return subprocess.run(
-            ["chroot", str(self.rootfs), "/bin/sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv],
+            chroot_command(self.rootfs, argv, cwd),
             capture_output=True,
             text=True,
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8", "HOME": "/root"},
         )
+
+
+# /proc in the layer, in a mount namespace of the command's own (gone with it: nothing stays
+# mounted in the cache, two builds at once do not meet): objtool of 7.x kernels reads
+# /proc/self/maps when it starts ("read_stack_limit: fopen failed" without it).
+_WITH_PROC = (
+    'root=$1; shift; mount -t proc proc "$root/proc" && '
+    'exec chroot "$root" /bin/sh -c \'cd "$0" && exec "$@"\' "$@"'
+)
+
+
+def chroot_command(rootfs: Path, argv: list[str], cwd: str = "/") -> list[str]:
+    """``argv`` run in ``cwd`` inside ``rootfs``, with /proc mounted there for it alone."""
+    return [
+        "unshare", "--mount", "--propagation", "private",
+        "/bin/sh", "-c", _WITH_PROC, "sh", str(rootfs), cwd, *argv,
+    ]  # fmt: skip
 
 
 def mmdebstrap_command(release: str, kernel_release: str, mirror: str, target: Path) -> list[str]:
@@ -99,9 +116,10 @@ def mmdebstrap_command(release: str, kernel_release: str, mirror: str, target: P
         '--aptopt=Acquire::Languages "none"',
         "--skip=cleanup/apt/lists",  # kept: `apt-get download` of the matching source
         *[f"--dpkgopt={opt}" for opt in image.DOC_EXCLUDES],
-        release,
+        image.base_suite(release),
         str(target),
-        f"deb {mirror} {release} main",
+        # the kernel's suite too: its headers (an exact name, found in either) and linux-source
+        *image.source_lines(release, mirror),
     ]
 
 
@@ -113,7 +131,9 @@ def ensure(release: str, kernel_release: str, mirror: str, root: Path | None = N
     if env.complete():
         return env
     prereqs.check_root_for_build()
-    prereqs.check_tools({"mmdebstrap": "mmdebstrap", "chroot": "coreutils"})
+    prereqs.check_tools(
+        {"mmdebstrap": "mmdebstrap", "chroot": "coreutils", "unshare": "util-linux"}
+    )
     prereqs.check_disk_space(root)
     env.directory.parent.mkdir(parents=True, exist_ok=True)
     lock_path = env.directory.parent / f".{env.directory.name}.lock"

@@ -22,8 +22,14 @@ from pathlib import Path
 
 from vm import stoppable
 
-RELEASES = ("bookworm", "trixie")
+RELEASES = ("bookworm", "trixie", "trixie-backports")
 DEFAULT_RELEASE = "bookworm"
+
+# A release whose kernel comes from another suite than its user space: trixie-backports is
+# Debian 13 (rdma-core, pyverbs, Python of trixie) with the newest kernel Debian's archive
+# serves (linux-image-amd64 of trixie-backports; 7.3.4 on 2026-12-02). Debian unstable (sid)
+# is not offered: the mirror's sid Release expired (Valid-Until) and its kernel was older.
+KERNEL_SUITES = {"trixie-backports": "trixie-backports"}
 
 PACKAGES = (
     "linux-image-amd64",
@@ -86,6 +92,31 @@ INITRAMFS_CONF = "MODULES=list\nCOMPRESS=zstd\n"
 INITRAMFS_MODULES = "virtio_pci\nvirtio_blk\next4\n"
 
 INIT_PATH_IN_GUEST = "/usr/local/sbin/qpconform-init"
+
+
+def base_suite(release: str) -> str:
+    """The Debian suite of the user space: ``trixie`` for trixie-backports."""
+    return release.split("-", 1)[0]
+
+
+def suites(release: str) -> tuple[str, ...]:
+    """Every suite the image (and the driver build layer) is built from."""
+    base = base_suite(release)
+    return (base,) if release == base else (base, release)
+
+
+def source_lines(release: str, mirror: str) -> list[str]:
+    """The mmdebstrap MIRROR arguments: one ``deb`` line per suite."""
+    return [f"deb {mirror} {suite} main" for suite in suites(release)]
+
+
+def packages_for(release: str) -> tuple[str, ...]:
+    """PACKAGES, the kernel taken from the release's kernel suite (``pkg/suite``) if it has one,
+    so apt also takes the kernel's own dependencies (linux-image-X, modules) from there."""
+    suite = KERNEL_SUITES.get(release)
+    if suite is None:
+        return PACKAGES
+    return tuple(f"{p}/{suite}" if p == "linux-image-amd64" else p for p in PACKAGES)
 
 
 def guest_init_script() -> bytes:
@@ -152,7 +183,7 @@ def mmdebstrap_command(
     mirror: str,
     target: Path,
     init_script: Path,
-    packages: tuple[str, ...] | list[str] = PACKAGES,
+    packages: tuple[str, ...] | list[str] | None = None,
 ) -> list[str]:
     """The mmdebstrap argv; hooks run on the host with $1 = the new root."""
     setup = (
@@ -167,6 +198,8 @@ def mmdebstrap_command(
         ' && rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/lib/apt/lists/"*'
         ' && echo qpconform-vm > "$1/etc/hostname"'
     )
+    if packages is None:
+        packages = packages_for(release)
     cmd = [
         "mmdebstrap",
         "--mode=root",
@@ -176,9 +209,9 @@ def mmdebstrap_command(
         *[f"--dpkgopt={opt}" for opt in DPKG_EXCLUDES],
         f"--setup-hook={setup}",
         f"--customize-hook={customize}",
-        release,
+        base_suite(release),
         str(target),
-        f"deb {mirror} {release} main",
+        *source_lines(release, mirror),
     ]
     return cmd
 
@@ -265,5 +298,8 @@ def remove_other_images(keep: Path) -> None:
     """Drop stale images of the same release so the cache does not grow forever."""
     release = keep.name.rsplit("-", 1)[0]
     for other in keep.parent.glob(f"{release}-*"):
+        # trixie-KEY only: a trixie-backports-KEY image is another release's
+        if other.name.rsplit("-", 1)[0] != release:
+            continue
         if other != keep and other.is_dir() and not other.name.startswith("."):
             shutil.rmtree(other, ignore_errors=True)

@@ -137,7 +137,8 @@ def ensure_image(opts: VmOptions, root: Path) -> image.Image:
         mirror = (opts.mirror or host_mirror()).rstrip("/")
     except MirrorError as exc:
         raise UserError(str(exc)) from None
-    key = image.cache_key(opts.release, image.PACKAGES, image.guest_init_script(), mirror)
+    packages = image.packages_for(opts.release)
+    key = image.cache_key(opts.release, packages, image.guest_init_script(), mirror)
     img = image.Image(image.image_dir(opts.release, key, root))
     if img.complete() and not opts.rebuild:
         return img
