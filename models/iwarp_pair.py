@@ -292,5 +292,5 @@ def _moved(
         events=qp.err_events(before) if into_err else (),  # an SRQ's QP: Last WQE Reached
         forbidden_events=forbidden,
         allowed_events=allowed,
-        checked=tuple(qp.err_checked(rule, before)) if into_err else (rule,),
+        checked=(rule, *qp.err_checked(before)) if into_err else (rule,),
     )

@@ -324,7 +324,7 @@ class QPModel(QPModify):
             completions=first + flushed,
             events=events,
             forbidden_events=(EventType.SQ_DRAINED,),
-            checked=self.err_checked(rules.ERR_ON_SEND_ERROR, before),
+            checked=[rules.ERR_ON_SEND_ERROR, *self.err_checked(before)],
         )
 
     def recv_completed(
@@ -360,7 +360,7 @@ class QPModel(QPModify):
             before,
             completions=done + flushed,
             events=events,
-            checked=self.err_checked(rules.ERR_ON_RECV_ERROR, before),
+            checked=[rules.ERR_ON_RECV_ERROR, *self.err_checked(before)],
         )
 
     def async_error(self, event: EventType) -> Expectation:
@@ -378,7 +378,7 @@ class QPModel(QPModify):
             before,
             completions=flushed,
             events=events,
-            checked=self.err_checked(rules.ERR_ON_ASYNC_ERROR, before),
+            checked=[rules.ERR_ON_ASYNC_ERROR, *self.err_checked(before)],
         )
 
     # ------------------------------------------------------------------------ iWARP posts
@@ -422,12 +422,12 @@ class QPModel(QPModify):
             return (EventType.QP_LAST_WQE_REACHED,)
         return ()
 
-    def err_checked(self, rule: Rule, before: QPState) -> list[Rule]:
-        """The rules a move into ERR from `before` checks: `rule`, and for an SRQ's QP the
-        event and the SRQ's receives left posted."""
+    def err_checked(self, before: QPState) -> list[Rule]:
+        """What a move into ERR from `before` checks beyond its own rule: for an SRQ's QP,
+        the event and the SRQ's receives left posted."""
         if self.srq is None or before == S.ERR:
-            return [rule]
-        return [rule, LAST_WQE_REACHED, SRQ_KEEPS_RECEIVES]
+            return []
+        return [LAST_WQE_REACHED, SRQ_KEEPS_RECEIVES]
 
     def _drain_progress(self) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
         """After a send completed: has an SQD drain just ended?"""

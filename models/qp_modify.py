@@ -169,7 +169,7 @@ class QPModify:
             checked.append(rules.FLUSH_ON_ERROR)
             completions = self._flushes()
             events = self.err_events(cur)
-            checked.extend(self.err_checked(rules.FLUSH_ON_ERROR, cur)[1:])
+            checked.extend(self.err_checked(cur))
         elif nxt == S.RESET:
             checked.append(rules.DISCARD_ON_RESET)
             never_run = frozenset(self.outstanding_sends) | frozenset(self.recvs)
@@ -312,7 +312,7 @@ class QPModify:
             completions = self._flushes()
         if after == S.ERR and cur != S.ERR:
             events = self.err_events(cur)
-            checked.extend(self.err_checked(rules.IWARP_FLUSH_ON_ERROR, cur)[1:])
+            checked.extend(self.err_checked(cur))
         elif cur in idle and after in idle:
             checked.append(rules.IWARP_IDLE_KEEPS_WRS)
         if cur in (*idle, S.ERR):

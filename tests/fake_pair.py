@@ -13,13 +13,19 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
+import pytest
+from hypothesis import seed, settings
+from hypothesis.stateful import RuleBasedStateMachine
+
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
+from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from qpconform.engine.records import Divergence
 
 FAULTS = (
     "lost_flush",
@@ -539,3 +545,17 @@ def connected_fake(
     h = PairHarness(FakePair(qp_type, fault, srq_sides=srq_sides), sink=None, time_scale=0.01)
     h.connect()
     return h
+
+
+def machine_divergence(machine: type[RuleBasedStateMachine]) -> Divergence:
+    """The divergence a traffic machine over a faulted fake pair raises, from a fixed seed
+    (300 examples of 30 steps, no example database: a derandomized exploration would move
+    with every unrelated edit); the test fails when it finds none."""
+    planted = seed(0)(machine)
+    planted.TestCase.settings = settings(
+        max_examples=300, stateful_step_count=30, deadline=None, database=None,
+        derandomize=False, report_multiple_bugs=False,
+    )
+    with pytest.raises(DivergenceError) as caught:
+        planted.TestCase().runTest()
+    return caught.value.record

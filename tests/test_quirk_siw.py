@@ -37,6 +37,18 @@ def _quirks(kernel: str) -> Quirks:
     return Quirks.load(QUIRKS_DIR / "siw.toml").for_run({"kernel": kernel, "rdma_core": "44.0"})
 
 
+def _connected(fault: str, kernel: str = K612, srq_sides: frozenset[str] = frozenset()):
+    """A harness over a connected iWARP fake pair planting `fault` (the `srq_sides` ends
+    with an SRQ), judged with siw's quirks for `kernel`."""
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    pair = FakePair(QPType.RC, fault, iwarp=True, srq_sides=srq_sides)
+    h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, variant="iwarp")
+    h.connect()
+    return h
+
+
 def _device(fault: str, kernel: str, accepts_in_err: bool = False) -> FakeDevice:
     """A siw-like fake; accepts_in_err: it accepts posts in ERR (as siw's user rings do)
     instead of refusing where the variant lets it."""
@@ -147,13 +159,9 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
     kernels: the same code); REM_ACCESS_ERR for the same send is still a divergence."""
     from models.pair import Fault
     from qpconform.engine.pair import PairHarness
-    from tests.fake_pair import FakePair
 
     def run(fault: str) -> PairHarness:
-        pair = FakePair(QPType.RC, fault, iwarp=True)
-        h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01,
-                        variant="iwarp")
-        h.connect()
+        h = _connected(fault, kernel)
         h.post_recv("a")
         h.post_send("a", fault=Fault.BAD_LKEY)
         h.quiet(0.01)
@@ -168,12 +176,8 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
 
 def _bad_lkey_pair(fault: str, kernel: str):
     from models.pair import Fault
-    from qpconform.engine.pair import PairHarness
-    from tests.fake_pair import FakePair
 
-    pair = FakePair(QPType.RC, fault, iwarp=True)
-    h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, variant="iwarp")
-    h.connect()
+    h = _connected(fault, kernel)
     h.post_recv("a")
     h.post_send("a", fault=Fault.BAD_LKEY)
     h.post_send("a")  # accepted on a QP without a connection: never completes
@@ -201,12 +205,9 @@ def test_terminate_keeping_its_receives_is_known_but_a_close_keeping_them_is_not
     """siw.terminate_flushes_nothing_locally covers RTS->SQE's own receives; the same loss on
     RTS->SQD (CLOSING, which siw does flush) is still a divergence of iwarp.err.flush."""
     from qpconform.engine.pair import PairHarness
-    from tests.fake_pair import FakePair
 
     def close(fault: str, how: QPState) -> PairHarness:
-        pair = FakePair(QPType.RC, fault, iwarp=True)
-        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
-        h.connect()
+        h = _connected(fault)
         h.post_recv("a")
         h.post_recv("b")
         h.modify("a", how)
@@ -230,12 +231,9 @@ def test_a_receive_posted_while_closing_and_never_flushed_is_known_a_wrong_statu
     posted after RTS->SQD (CLOSING) or RTS->SQE (TERMINATE) is never completed; flushed with
     SUCCESS it is still a divergence."""
     from qpconform.engine.pair import PairHarness
-    from tests.fake_pair import FakePair
 
     def closing_then_recv(fault: str) -> PairHarness:
-        pair = FakePair(QPType.RC, fault, iwarp=True)
-        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
-        h.connect()
+        h = _connected(fault)
         h.modify("a", how)
         h.post_recv("a")
         h.quiet(0.01)
@@ -253,12 +251,9 @@ def test_last_wqe_never_raised_is_known_and_one_without_an_srq_is_not() -> None:
     """siw.last_wqe_reached_never_raised: an SRQ's QP entering ERR raises no Last WQE
     Reached; a QP without an SRQ raising one is still a divergence."""
     from qpconform.engine.pair import PairHarness
-    from tests.fake_pair import FakePair
 
     def srq_qp_to_err(fault: str) -> PairHarness:
-        pair = FakePair(QPType.RC, fault, iwarp=True, srq_sides=frozenset({"b"}))
-        h = PairHarness(pair, quirks=_quirks(K612), sink=None, time_scale=0.01, variant="iwarp")
-        h.connect()
+        h = _connected(fault, srq_sides=frozenset({"b"}))
         h.post_srq_recv("b")
         h.modify("b", QPState.ERR)
         h.quiet(0.01)

@@ -325,23 +325,22 @@ class PyverbsQP:
         """One receive WR for a buffer in the MR."""
         if self.closed:
             return _DESTROYED
-        pv = self._pv
-        try:
-            sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
-            self.qp.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
-        except (pv.RDMAError, pv.Error) as exc:
-            return _verb_failure(exc)
-        return VerbResult(True)
+        return self._post_recv_to(self.qp, wr_id)
 
     @inflight.verb("ibv_post_srq_recv")
     def post_srq_recv(self, wr_id: int) -> VerbResult:
         """One receive WR to this QP's SRQ, for a buffer in the MR."""
         if self.closed or self.srq is None:
             return _DESTROYED
+        return self._post_recv_to(self.srq, wr_id)
+
+    def _post_recv_to(self, queue: Any, wr_id: int) -> VerbResult:
+        """One receive WR for the MR's receive buffer, posted to `queue` (the QP or its
+        SRQ: both take a RecvWR); a refusal is a VerbResult."""
         pv = self._pv
         try:
             sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
-            self.srq.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
+            queue.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)
         return VerbResult(True)

@@ -100,7 +100,7 @@ class Engine:
         A CQ error is never owed: every CQ has room for all of its queue's WRs; Last WQE
         Reached is an SRQ's QP's, due when it enters ERR."""
         if event == EventType.QP_LAST_WQE_REACHED:
-            has_srq = getattr(track.model, "srq", None) is not None
+            has_srq = track.model.srq is not None
             return srq.LAST_WQE_REACHED if has_srq else srq.NO_LAST_WQE_WITHOUT_SRQ
         if event == EventType.SRQ_LIMIT_REACHED:  # once per arming
             return srq.SRQ_LIMIT_REACHED
@@ -109,7 +109,7 @@ class Engine:
     def stray_rule(self, track: Track, wc: Completion) -> Rule:
         """The rule a completion the ledger knows nothing of breaks: an SRQ's receive is
         never flushed with the QP (it is the SRQ's); anything else, the rule set's."""
-        queue = getattr(track.model, "srq", None)
+        queue = track.model.srq
         if queue is not None and wc.queue == "recv" and wc.wr_id in queue.recvs:
             return srq.SRQ_KEEPS_RECEIVES
         return self.stray_completion_rule or (
@@ -512,7 +512,7 @@ class Engine:
             self.delivery.add("event", time.monotonic() - claimed.booked)
             track.last_wqes += last_wqe
             return
-        if last_wqe and getattr(track.model, "srq", None) is not None and track.last_wqes:
+        if last_wqe and track.model.srq is not None and track.last_wqes:
             self._note_repeated_last_wqe(track)
             return
         because = track.ledger.forbidden.get(event)
@@ -639,7 +639,7 @@ def _watched_in_quiet(track: Track) -> list[Rule]:
     """The "must not happen" rules a quiet window checks on one QP: no CQ overrun and, where
     SQD drains, the promise an SQ_DRAINED nobody asked for would break now."""
     watched = [rules.CQ_NO_OVERRUN]
-    if getattr(track.model, "srq", None) is None:
+    if track.model.srq is None:
         watched.append(srq.NO_LAST_WQE_WITHOUT_SRQ)
     elif track.model.state == QPState.ERR:  # a repeated Last WQE Reached may come now
         watched.append(srq.LAST_WQE_REPEATED)
