@@ -42,6 +42,8 @@ def _add_report(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(subparsers: argparse._SubParsersAction) -> None:
+    from vm import drivers, image
+
     parser = subparsers.add_parser(
         "bench",
         help="checked steps/s of the stateful machine (device and harness shares), a plain loop",
@@ -50,8 +52,15 @@ def _add_bench(subparsers: argparse._SubParsersAction) -> None:
         "modify loop. "
         "Without an RDMA device: qpconform vm -- python3 -m qpconform bench --device rxe0",
     )
-    parser.add_argument("--device", required=True, help="RDMA device name, e.g. rxe0")
+    parser.add_argument("--device", default=None,
+                        help="RDMA device name, e.g. rxe0 (with --vm: default rxe0, or siw0)")
     parser.add_argument("--port", type=int, default=None, help="port (default: first ACTIVE)")
+    parser.add_argument("--vm", metavar="RELEASE", default=None, choices=image.RELEASES,
+                        help="boot the SoftRoCE VM of this Debian release ("
+                        + ", ".join(image.RELEASES) + ") with a device executor: the engine "
+                        "runs here, the verbs there; also measures the engine in the guest")
+    parser.add_argument("--driver", default="rxe", choices=sorted(drivers.DRIVERS),
+                        help="with --vm: the guest's software RDMA driver (default rxe)")
     parser.add_argument("--seconds", type=_positive, default=30.0,
                         help="seconds of stateful machine on the device (default 30)")
     parser.add_argument("--output", default="reports/out/bench.json",
@@ -74,14 +83,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     from qpconform import bench
     from qpconform.adapters import pyverbs_compat as pc
+    from qpconform.engine.device import DeviceLost
     from reports.atomic import ReportWriteError
 
     try:
+        if args.vm:
+            device = args.device or f"{args.driver}0"
+            return bench.vm_main(args.vm, device, args.seconds, Path(args.output), args.driver)
+        if args.device is None:
+            print("qpconform bench: give --device NAME (a device on this host) or --vm RELEASE "
+                  "(SoftRoCE in the VM)", file=sys.stderr)
+            return 4
         return bench.main(args.device, args.seconds, Path(args.output), args.port)
     except (pc.UsageError, ImportError) as exc:
         print(f"qpconform bench: {exc}", file=sys.stderr)
         return 4
-    except ReportWriteError as exc:
+    except (ReportWriteError, DeviceLost) as exc:
         print(f"qpconform bench: {exc}", file=sys.stderr)
         return 1
 

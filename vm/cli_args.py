@@ -150,6 +150,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="driver under test built elsewhere (its vermagic must match the guest kernel)",
     )
     add("--show-boot", action="store_true", help="print firmware/kernel boot output on failure")
+    add(
+        "--serial-port",
+        action="append",
+        default=[],
+        type=_serial_port,
+        metavar="NAME=SOCKET",
+        help="a virtio-serial port NAME in the guest, reached from the host at unix socket "
+        "SOCKET (repeatable): how the host's engine talks to the guest's executor",
+    )
+
+
+def _serial_port(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give NAME=SOCKET, e.g. qpconform.0=/tmp/qpc.sock"
+        )
+    return name, Path(path)
 
 
 def options_from_args(args: argparse.Namespace, command: list[str]) -> runner.VmOptions:
@@ -178,4 +196,5 @@ def options_from_args(args: argparse.Namespace, command: list[str]) -> runner.Vm
         driver=args.driver,
         driver_src=args.driver_src,
         module=args.module,
+        ports=dict(args.serial_port),
     )

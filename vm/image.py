@@ -45,6 +45,7 @@ PACKAGES = (
     "python3-pytest",
     "python3-hypothesis",
     "python3-jinja2",  # the report is rendered in the guest at session end (compiled markupsafe)
+    "python3-msgpack",  # the executor's wire (qpconform/adapters/wire.py; compiled, from Debian)
 )
 
 # Bump when the build steps below change in a way the other inputs don't show.

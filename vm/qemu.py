@@ -37,6 +37,15 @@ class Share:
 
 
 @dataclass
+class SerialPort:
+    """A virtio-serial port: the guest sees /dev/vportNpM named `name`; the host connects
+    to the unix socket `path` (QEMU listens; the executor's transport)."""
+
+    name: str
+    path: Path
+
+
+@dataclass
 class GuestSpec:
     """Everything QEMU needs, independent of the accelerator."""
 
@@ -48,6 +57,7 @@ class GuestSpec:
     cpus: int = 2
     shares: list[Share] = field(default_factory=list)
     extra_disks: list[Path] = field(default_factory=list)  # read-only raw images
+    ports: list[SerialPort] = field(default_factory=list)
     qemu: str = "qemu-system-x86_64"
 
 
@@ -88,6 +98,13 @@ def build_argv(spec: GuestSpec, accel: str) -> list[str]:
         if share.readonly:
             opts += ",readonly=on"
         argv += ["-virtfs", opts]
+    if spec.ports:
+        argv += ["-device", "virtio-serial-pci"]
+    for i, port in enumerate(spec.ports):
+        argv += [
+            "-chardev", f"socket,id=qpcport{i},path={port.path},server=on,wait=off",
+            "-device", f"virtserialport,chardev=qpcport{i},name={port.name}",
+        ]
     return argv
 
 

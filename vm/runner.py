@@ -67,6 +67,8 @@ class VmOptions:
     driver: str = "rxe"
     driver_src: Path | None = None
     module: Path | None = None
+    #: virtio-serial ports to the guest, name -> host unix socket (qpconform/adapters/executor.py)
+    ports: dict[str, Path] = field(default_factory=dict)
 
 
 def _note(msg: str) -> None:
@@ -348,6 +350,7 @@ def _run(opts: VmOptions) -> int:
                 cpus=opts.cpus,
                 shares=shares,
                 extra_disks=extra_disks,
+                ports=[qemu.SerialPort(n, p) for n, p in opts.ports.items()],
                 qemu=qemu_bin,
             )
 

@@ -393,7 +393,7 @@ class Engine:
         start = time.monotonic()
         got = self.take_events(self.tracks(), timeout)
         left = timeout - (time.monotonic() - start)
-        if not got and left > 0:
+        if not got and left > 0 and not self._wakes_on_arrival():  # else: a completion came
             time.sleep(left)
 
     def waiting(self) -> bool:
@@ -403,7 +403,7 @@ class Engine:
     def wait(self, window: float, bound: float) -> float:
         """Observe for `window` s (the deliberate quiet window), then up to `bound` s more
         while anything is due. Returns the seconds waited."""
-        poll = self.poll_interval
+        poll = self.poll_interval if not self._wakes_on_arrival() else max(window, bound)
         start = time.monotonic()
         deadline = start + window
         while True:
@@ -414,9 +414,18 @@ class Engine:
             self.block(min(poll, left))
         deadline = time.monotonic() + bound
         while self.waiting() and time.monotonic() < deadline:
-            self.block(poll)
+            self.block(min(poll, max(0.0, deadline - time.monotonic())))
             self.collect()
         return time.monotonic() - start
+
+    def _wakes_on_arrival(self) -> bool:
+        """Do all tracked QPs' waits end as soon as anything arrives on any of them (a
+        device behind an executor: qpconform/adapters/remote_device.py)? Then one wait
+        covers the window instead of a poll every poll_interval: each poll costs a round
+        trip there, and nothing is seen later for it."""
+        tracks = self.tracks()
+        return bool(tracks) and all(
+            getattr(t.handle, "wakes_on_arrival", False) for t in tracks)
 
     def open_settle(self, window: float) -> None:
         """Log a settle step on every track: what is due, and (later) what was seen."""

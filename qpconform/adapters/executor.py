@@ -1,0 +1,220 @@
+"""The device executor: the small program in the guest that owns the verbs objects and
+performs the verbs the host's engine asks for, one frame per request.
+
+    python3 -m qpconform.adapters.executor --device rxe0 --port-name qpconform.0
+
+Why: the model, the engine and Hypothesis cost 15-23 ms a step in the emulated CPU and
+under 2 ms on the host; the verbs themselves cost tens of microseconds. So the engine runs
+on the host (qpconform/adapters/remote_device.py) and only this loop runs in the guest
+(syzkaller's split of manager and executor).
+
+One request is a list ``[verb, *args]``, or ``["batch", [request, ...]]``. Each reply is
+``["ok", value, seen]`` or ``["err", kind, message]``: `seen` carries what every open QP
+showed right after the verb (its completions and events; a modify also returns the QP's
+query_qp), so the engine's reads after a step cost no round trip (None: a request that
+touches no QP). Kinds:
+"unsupported" (a QP type the device cannot create: a reported skip), "lost" (the device
+failed: a failure), "error" (anything else: a failure naming the verb).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from models.enums import Attr, QPType
+from qpconform.adapters import inflight, wire
+from qpconform.engine.device import Device, DeviceLost, QPHandle, UnsupportedQPType
+
+#: Requests that touch no QP: their reply reads nothing (`seen` is None). After every other
+#: request every open QP is read (poll and events) into the reply.
+_READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machine"})
+#: How often "watch" looks at the CQs (completions have no fd without a channel).
+_WATCH_POLL = 0.002
+
+
+class Executor:
+    """Serves one host session: the device, its QPs by id, and the verbs on them."""
+
+    def __init__(self, device: Device, extra: dict[str, Callable[..., Any]] | None = None) -> None:
+        """`extra`: more verbs by name (the benchmark's guest half adds its own)."""
+        self.device = device
+        self.qps: dict[int, QPHandle] = {}
+        self._next = 0
+        self.busy = 0.0  # seconds between reading a request and writing its reply
+        self.waited = 0.0  # of which, deliberately waiting in "watch"
+        self.handlers: dict[str, Callable[..., Any]] = {
+            "ping": lambda: None,
+            "create_qp": self.create_qp,
+            "modify": self.modify,
+            "query": lambda q: wire.query_result(self.qps[q].query()),
+            "post_send": lambda q, wr_id: wire.verb_result(self.qps[q].post_send(wr_id)),
+            "post_recv": lambda q, wr_id: wire.verb_result(self.qps[q].post_recv(wr_id)),
+            "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
+            "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
+            "destroy": self.destroy,
+            "watch": self.watch,
+            "stats": self.stats,
+            **(extra or {}),
+        }
+
+    def hello(self) -> dict[str, Any]:
+        """What the host's RemoteDevice needs before the first verb."""
+        dev = self.device
+        return {
+            "name": dev.name, "port": dev.port, "gid_index": dev.gid_index,
+            "caps": wire.caps(dev.caps), "identity": dev.identity(),
+            "types": [int(t) for t in dev.supported_qp_types()],
+            "reasons": {int(t): dev.unsupported_reason(t) for t in QPType
+                        if getattr(dev, "unsupported_reason", None) and
+                        dev.unsupported_reason(t)},
+            "pid": os.getpid(),
+        }
+
+    # ---------------------------------------------------------------------------- verbs
+    def create_qp(self, qp_type: int) -> list[Any]:
+        qp = self.device.create_qp(QPType(qp_type))
+        self._next += 1
+        self.qps[self._next] = qp
+        return [self._next, qp.qp_num, self.device.valid_attrs(qp)]
+
+    def modify(self, q: int, attrs: dict[str, int], mask: int) -> list[Any]:
+        qp = self.qps[q]
+        result = qp.modify(attrs, Attr(mask))
+        return [wire.verb_result(result), wire.query_result(qp.query())]
+
+    def destroy(self, q: int) -> None:
+        qp = self.qps.pop(q, None)
+        if qp is not None:
+            qp.destroy()
+
+    def watch(self, timeout: float) -> dict[int, list[Any]]:
+        """Wait up to `timeout` for a completion or an event on any open QP; everything
+        every QP shows then (the engine's whole wait-and-read, in one round trip)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.seen()
+            left = deadline - time.monotonic()
+            if seen or left <= 0:
+                return seen
+            nap = min(_WATCH_POLL, left)
+            time.sleep(nap)
+            self.waited += nap
+
+    def stats(self) -> dict[str, float]:
+        """Where the guest's time went so far (the benchmark's cost split)."""
+        return {"busy": self.busy, "waited": self.waited,
+                "in_verbs": inflight.seconds_in_verbs()}
+
+    def seen(self) -> dict[int, list[Any]]:
+        """Completions and events every open QP shows now (only the QPs that show some
+        are listed; the host treats the others as having shown nothing)."""
+        out: dict[int, list[Any]] = {}
+        for q, qp in self.qps.items():
+            done = qp.poll()
+            events = qp.events(0.0)
+            if done or events:
+                out[q] = [[wire.completion(c) for c in done], [wire.event(e) for e in events]]
+        return out
+
+    # -------------------------------------------------------------------------- serving
+    def handle(self, request: list[Any]) -> list[Any]:
+        verb, args = request[0], request[1:]
+        if verb == "batch":
+            return ["ok", [self.handle(r) for r in args[0]], None]
+        try:
+            value = self.handlers[verb](*args)
+            if verb == "watch":
+                value, seen = None, value
+            else:
+                seen = None if verb in _READ_NOTHING else self.seen()
+        except UnsupportedQPType as exc:
+            return ["err", "unsupported", str(exc)]
+        except DeviceLost as exc:
+            return ["err", "lost", str(exc)]
+        except KeyError as exc:
+            return ["err", "error", f"{verb}: no such verb or QP ({exc})"]
+        except Exception as exc:
+            return ["err", "error", f"{verb}: {type(exc).__name__}: {exc}"]
+        return ["ok", value, seen]
+
+    def serve(self, fd_in: int, fd_out: int) -> None:
+        """Answer requests until "bye" or the host goes away; then free everything."""
+        try:
+            while True:
+                try:
+                    request = wire.read_frame(fd_in, None, "host")
+                except DeviceLost:
+                    return  # the host closed: nothing to answer
+                if request[0] == "bye":
+                    wire.write_frame(fd_out, ["ok", None, None])
+                    return
+                start = time.perf_counter()
+                reply = self.handle(request)
+                self.busy += time.perf_counter() - start
+                wire.write_frame(fd_out, reply)
+        finally:
+            for qp in self.qps.values():
+                qp.destroy()
+            self.qps.clear()
+            self.device.close()
+
+
+def find_port(name: str) -> str:
+    """The /dev node of the virtio-serial port QEMU named `name` (no udev in the guest:
+    /sys/class/virtio-ports/vportNpM/name says which node it is)."""
+    for entry in glob.glob("/sys/class/virtio-ports/*/name"):
+        if Path(entry).read_text().strip() == name:
+            return "/dev/" + Path(entry).parent.name
+    found = sorted(Path(p).read_text().strip() for p in glob.glob(
+        "/sys/class/virtio-ports/*/name"))
+    raise SystemExit(f"qpconform executor: no virtio-serial port named {name!r} "
+                     f"(the guest has: {', '.join(found) or 'none'}); is virtio_console loaded?")
+
+
+def arguments(prog: str) -> argparse.ArgumentParser:
+    """The executor's options (the benchmark's guest half takes the same)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", required=True, help="the RDMA device to serve (rxe0)")
+    parser.add_argument("--port", type=int, default=None, help="its port (default: first)")
+    parser.add_argument("--port-name", default=None,
+                        help="serve on this virtio-serial port (default: stdin/stdout)")
+    return parser
+
+
+def main(
+    argv: list[str] | None = None,
+    extra: Callable[[Device], dict[str, Callable[..., Any]]] | None = None,
+    prog: str = "python3 -m qpconform.adapters.executor",
+) -> int:
+    """Open the device, say hello, serve until the host says bye or goes away."""
+    args = arguments(prog).parse_args(argv)
+    from qpconform.adapters.pyverbs_device import open_device
+
+    started = time.monotonic()
+    if args.port_name:
+        fd = os.open(find_port(args.port_name), os.O_RDWR)
+        fd_in = fd_out = fd
+    else:
+        fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
+    try:
+        device = open_device(args.device, args.port)
+        executor = Executor(device, extra(device) if extra else None)
+        hello = executor.hello()
+    except Exception as exc:
+        wire.write_frame(fd_out, ["err", "lost", f"{args.device}: {exc}"])
+        return 1
+    hello["startup_s"] = round(time.monotonic() - started, 3)
+    wire.write_frame(fd_out, ["ok", hello, None])
+    executor.serve(fd_in, fd_out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

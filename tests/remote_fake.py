@@ -1,0 +1,39 @@
+"""A fake device behind the executor: the host side (RemoteDevice) talks to an Executor
+serving a FakeDevice in a thread over a socketpair, so the wire, the executor and the
+one-round-trip-per-step reads are tested without a VM."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from qpconform.adapters import wire
+from qpconform.adapters.executor import Executor
+from qpconform.adapters.remote_device import Channel, RemoteDevice
+
+
+@contextmanager
+def remote(device: Any) -> Iterator[RemoteDevice]:
+    """`device` served by an executor thread; the RemoteDevice is closed on the way out."""
+    host, guest = socket.socketpair()
+    executor = Executor(device)
+
+    def serve() -> None:
+        wire.write_frame(guest.fileno(), ["ok", executor.hello(), None])
+        try:
+            executor.serve(guest.fileno(), guest.fileno())
+        finally:
+            guest.close()
+
+    thread = threading.Thread(target=serve, name="fake-executor", daemon=True)
+    thread.start()
+    hello = wire.read_frame(host.fileno(), 10.0)
+    remote_device = RemoteDevice(Channel(host, "fake executor"), hello[1])
+    try:
+        yield remote_device
+    finally:
+        remote_device.close()
+        thread.join(10.0)

@@ -1,0 +1,48 @@
+"""A VM whose command is a device executor, reached through a virtio-serial port: the
+host half (`qpconform bench --vm`, the host engine) starts it, connects, and stops it.
+
+The VM runs as a child `qpconform vm` process (its own signal handling, console log and
+cleanup); the port's unix socket lives in a private temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PORT_NAME = "qpconform.0"
+
+
+class ExecutorVM:
+    """`qpconform vm --serial-port ... -- COMMAND` in the background."""
+
+    def __init__(self, release: str, command: list[str], driver: str = "rxe",
+                 timeout: float = 3600.0) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="qpconform-exec-"))
+        self.socket = self.tmp / "executor.sock"
+        argv = [sys.executable, "-m", "qpconform", "vm", "--release", release,
+                "--driver", driver, "--timeout", str(timeout),
+                "--serial-port", f"{PORT_NAME}={self.socket}", "--", *command]
+        # its own session: a Ctrl-C here reaches it through stop(), not twice
+        self.proc = subprocess.Popen(argv, start_new_session=True)
+
+    def gone(self) -> str | None:
+        """Why the VM is gone (for a wait that must not outlive it), or None."""
+        code = self.proc.poll()
+        return None if code is None else f"the VM exited with status {code} before its " \
+            "executor said hello (see reports/out/guest-console.txt)"
+
+    def stop(self, grace: float = 120.0) -> int:
+        """Wait for the VM to power off (the executor ended), else stop it; its status."""
+        try:
+            return self.proc.wait(grace)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            os.killpg(self.proc.pid, signal.SIGTERM)  # qpconform vm kills QEMU on SIGTERM
+            return self.proc.wait(30)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
