@@ -119,6 +119,9 @@ def verdict_line(report: Mapping[str, Any]) -> str:
         f"quirk(s){_not_provoked(v)}; {v['steps']} steps; {cov['exercised']}/{cov['total']} "
         f"model rules exercised{_applicable(cov)})"
         + (f"; stopped early: {v['aborted']}" if v.get("aborted") else "")
+        + (f"; timing unsure: {v['timing_unsure']}" if v.get("timing_unsure") else "")
+        + (f"; {len(v['windows_widened'])} window(s) widened by the run's own deliveries"
+           if v.get("windows_widened") else "")
         + (f"; LEAKED verbs objects: {v['leaked']}" if v.get("leaked") else "")
     )
 

@@ -31,6 +31,7 @@ from models.enums import QPType
 from models.sources import Rule
 from models.variant import Variant
 from models.variant import variant as parse_variant
+from qpconform.engine.timing import unsure
 from reports.matrices import bare_name, post_matrix, run_qp_types, transition_matrices
 from reports.quirk_matches import quirk_matches, with_provenance
 from reports.report_rows import (
@@ -50,12 +51,15 @@ KNOWN = "conformant-with-known-divergences"
 NOT_CONFORMANT = "not-conformant"
 INCONCLUSIVE = "inconclusive"
 INCOMPLETE = "incomplete"
+UNSURE = "conformant-timing-unsure"
 VERDICT_TEXT = {
     INCOMPLETE: "Incomplete: the run stopped early or a test did not finish",
     CONFORMANT: "Conformant",
     KNOWN: "Conformant with known divergences",
     NOT_CONFORMANT: "Not conformant",
     INCONCLUSIVE: "Inconclusive: no step was exercised",
+    UNSURE: "Conformant as far as seen, timing unsure: a window ended an observation before "
+            "the slowest delivery of its kind, so something forbidden could have gone unseen",
 }
 
 RULE_GROUPS = (
@@ -297,9 +301,14 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
         code = INCONCLUSIVE
     else:
         code = CONFORMANT
+    timing = unsure(run.get("delivery", {}), run.get("windows_closed", {}))
+    if timing and code in (CONFORMANT, KNOWN):
+        code = UNSURE
     return {
         "code": code,
         "text": VERDICT_TEXT[code],
+        "timing_unsure": "; ".join(timing),
+        "windows_widened": list(run.get("windows_widened", [])),
         "steps": steps,
         "divergences": unknown,
         "known": known,

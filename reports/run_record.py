@@ -85,6 +85,10 @@ class RunRecorder:
         self.situations = ChoiceBook()
         #: delivery delays (seconds) per kind, so the workers' samples merge into one summary
         self.delivery: dict[str, list[float]] = {}
+        #: lengths (s) of the quiet windows that ended an observation, per kind, and the
+        #: windows this process widened (qpconform/engine/timing.py)
+        self.windows_closed: dict[str, list[float]] = {}
+        self.windows_widened: list[str] = []
 
     def choice(
         self, rule_id: str, chosen: str, situation: str | None = None, where: str = ""
@@ -192,6 +196,9 @@ class RunRecorder:
             "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
             "situations": self.situations.as_dict(),
             "delivery": {k: [round(x, 6) for x in v] for k, v in sorted(self.delivery.items())},
+            "windows_closed": {k: [round(x, 6) for x in v]
+                               for k, v in sorted(self.windows_closed.items())},
+            "windows_widened": list(self.windows_widened),
         }
 
     def write(self, path: str | os.PathLike[str] | None = None) -> Path:
@@ -284,6 +291,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     choices: dict[str, dict[str, int]] = {}
     situations = ChoiceBook()
     delivery: dict[str, list[float]] = {}
+    windows_closed: dict[str, list[float]] = {}
+    windows_widened: list[str] = []
     identity: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     workers: list[str] = []
@@ -314,6 +323,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         unsupported.update(run.get("unsupported", {}))
         for kind, samples in run.get("delivery", {}).items():
             delivery.setdefault(kind, []).extend(samples)
+        for kind, lengths in run.get("windows_closed", {}).items():
+            windows_closed.setdefault(kind, []).extend(lengths)
+        windows_widened.extend(run.get("windows_widened", []))
         for rule_id, chosen_counts in run.get("choices", {}).items():
             into = choices.setdefault(rule_id, {})
             for chosen, n in chosen_counts.items():
@@ -324,6 +336,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     if qp_types:
         settings["qp_types"] = qp_types
     _unite_stateful(settings, runs)
+    if windows_widened:
+        settings["windows_widened"] = "; ".join(windows_widened)
     if delivery:  # one summary over every worker's samples
         settings["delivery_latency"] = DeliveryLog({k: list(v) for k, v in delivery.items()}).text()
     return {
@@ -364,6 +378,8 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "choices": {k: dict(sorted(v.items())) for k, v in sorted(choices.items())},
         "situations": situations.as_dict(),
         "delivery": dict(sorted(delivery.items())),
+        "windows_closed": dict(sorted(windows_closed.items())),
+        "windows_widened": windows_widened,
     }
 
 

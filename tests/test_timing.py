@@ -9,7 +9,7 @@ import pytest
 
 from fixtures.record_writer import record_timing
 from qpconform import cli
-from qpconform.engine.timing import WINDOWS_FILE, DeliveryLog, Windows, load_windows
+from qpconform.engine.timing import WINDOWS_FILE, DeliveryLog, Windows, load_windows, unsure
 
 
 def test_the_shipped_table_has_rxe_and_a_default() -> None:
@@ -43,19 +43,47 @@ class _Recorder:
         self.settings: dict[str, Any] = {}
 
 
-def test_a_delivery_slower_than_the_window_is_flagged() -> None:
+def test_a_delivery_slower_than_the_window_widens_it_for_the_rest_of_the_run() -> None:
     log = DeliveryLog()
+    log.follow(Windows(0.1, 1.0, "test", 0.03))
+    assert log.window("completion", 0.1) == 0.1
     log.add("completion", 0.002)
-    log.add("event", 0.150)
+    assert log.widened == []
+    log.add("completion", 0.218)
+    assert log.window("completion", 0.1) == pytest.approx(1.5 * 0.218)
+    assert log.widened == ["completion window 100 -> 327 ms after a 218 ms completion"]
+    log.add("event", 5.0)  # bounded by must-wait
+    assert log.window("event", 0.03) == 1.0
+    assert "capped at must-wait" in log.widened[-1]
     rec = _Recorder()
+    rec.windows_closed, rec.windows_widened, rec.delivery = {}, [], {}
     record_timing(rec, log, Windows(0.1, 1.0, "test"))
     assert "quiet window 100 ms" in rec.settings["windows"]
-    assert "150 ms" in rec.settings["timing_warning"]
-    fast = _Recorder()
-    log.samples["event"] = [0.01]
-    record_timing(fast, log, Windows(0.1, 1.0, "test"))
-    assert "timing_warning" not in fast.settings
-    assert "events: 1" in fast.settings["delivery_latency"]
+    assert rec.windows_widened == log.widened
+
+
+def test_a_window_shorter_than_the_slowest_delivery_is_unsure() -> None:
+    log = DeliveryLog()
+    log.follow(Windows(0.1, 1.0, "test"))
+    log.note_closed("completion", 0.1)  # closed before the slow one was seen
+    log.add("completion", 0.218)
+    log.note_closed("completion", log.window("completion", 0.1))  # widened: outlasts it
+    found = unsure(log.samples, log.closed)
+    assert len(found) == 1 and found[0].startswith("1 of 2 completion windows")
+    fixed = DeliveryLog()  # not following: windows stay as given
+    assert fixed.window("completion", 0.1) == 0.1
+    assert unsure({"completion": [0.01]}, {"completion": [0.1]}) == []
+
+
+def test_the_verdict_is_never_conformant_while_a_window_was_unsure() -> None:
+    from reports.qualification import UNSURE, verdict
+
+    run = {"steps": [{"count": 5, "result": "match"}], "delivery": {"completion": [0.2]},
+           "windows_closed": {"completion": [0.1]}}
+    assert verdict(run)["code"] == UNSURE
+    assert "shorter" in verdict(run)["timing_unsure"]
+    run["windows_closed"] = {"completion": [0.3]}
+    assert verdict(run)["code"] == "conformant"
 
 
 def test_bench_refuses_a_bad_duration(capsys: pytest.CaptureFixture[str]) -> None:

@@ -175,7 +175,7 @@ class Engine:
         never = len(track.ledger.never)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
         if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
-            track.owe_quiet(idx, self.completion_window)
+            track.owe_quiet(idx, self.delivery.window("completion", self.completion_window))
         return idx, known
 
     def moved(
@@ -185,7 +185,7 @@ class Engine:
         can raise an event late (SQD->SQD may start a new drain): the event window opens."""
         track.moved(before, after, step)
         if (before != after or modify) and (after in EVENT_STATES or before == QPState.SQD):
-            track.owe_events(step, self.event_window)
+            track.owe_events(step, self.delivery.window("event", self.event_window))
 
     def log_step(
         self,
@@ -472,7 +472,7 @@ class Engine:
 
         Any completion opens the track's quiet window: a duplicate of it may follow."""
         self._saw(track, completion_text(wc))
-        track.owe_quiet(track.last(), self.completion_window)
+        track.owe_quiet(track.last(), self.delivery.window("completion", self.completion_window))
         found = track.ledger.match(wc)
         tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
         if found.due is not None:
@@ -601,7 +601,7 @@ class Engine:
         self.observe(0.0, bound)
         for track in self.tracks():
             if track.quiet_left() == 0.0:
-                track.quiet_from = None
+                track.close_quiet()
 
     def serve_events(self, track: Track, bound: float) -> None:
         """Before a modify: wait out the rest of the QP's event window, observing every QP,
@@ -617,7 +617,10 @@ class Engine:
         left = max((t.quiet_left() for t in chosen), default=0.0)
         self.observe(left, bound)
         for track in chosen:
-            track.quiet_from = None
+            if track.quiet_from is not None:  # this window ends the QP's observation
+                self.delivery.note_closed("completion", track.quiet_len)
+                self.delivery.note_closed("event", track.events_len)
+            track.close_quiet()
 
 
 def _self_move(exp: Expectation, step: dict[str, Any], now: QPState) -> bool:

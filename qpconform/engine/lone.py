@@ -460,7 +460,7 @@ class Checker(Engine):
             self.observe(window, self.must_wait)
             self.note_watched()
             for track in self.tracks():
-                track.quiet_from = None
+                track.close_quiet()
 
     def serve(self, qps: list[CheckedQP] | None = None) -> None:
         """Wait out the open quiet windows of `qps` (default: all), polling every QP."""

@@ -3,6 +3,13 @@
 Every completion and required event that arrives is timed from the moment the
 engine booked it (right after the verb that made it due) to the poll that saw
 it, so the figures are upper bounds that include the engine's own polling.
+
+Windows follow the tail measured in the run (`DeliveryLog.follow`): a delivery slower
+than its window widens that window for the rest of the run (WIDEN_MARGIN times the
+slowest delivery, at most must-wait), and the log says so. A window that ended an
+observation (before a destroy, at the end of an example) shorter than the slowest
+delivery of its kind in the whole run is "unsure": something forbidden could have
+come after it and gone unseen. The verdict says so (reports/qualification.py).
 """
 
 from __future__ import annotations
@@ -12,17 +19,55 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = ("completion", "event")
+#: A window a delivery outran becomes this many times the slowest delivery of its kind.
+WIDEN_MARGIN = 1.5
 
 
 @dataclass
 class DeliveryLog:
-    """Delivery delays per kind (seconds), with a readable summary."""
+    """Delivery delays per kind (seconds), with a readable summary; with `follow`, the
+    windows the run judges with, widened by the tail it measures."""
 
     samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    #: the windows the run started with, per kind (empty: windows are fixed)
+    bases: dict[str, float] = field(default_factory=dict)
+    cap: float = 0.0  # no window grows beyond this (the must-wait bound)
+    #: "completion window 100 -> 327 ms after a 218 ms completion", in order
+    widened: list[str] = field(default_factory=list)
+    #: lengths (s) of the windows that ended an observation, per kind
+    closed: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+
+    def follow(self, windows: Windows) -> None:
+        """Judge with `windows`, widened by what this run measures."""
+        self.bases = {"completion": windows.quiet, "event": windows.event_window}
+        self.cap = windows.must_wait
+
+    def window(self, kind: str, base: float) -> float:
+        """The window of `kind` to open now: `base`, or wider if this run's deliveries of
+        that kind came later (fixed at `base` when the log does not follow)."""
+        if not self.bases or base <= 0.0:
+            return base
+        return max(base, min(self.cap, WIDEN_MARGIN * self.slowest(kind)))
 
     def add(self, kind: str, seconds: float) -> None:
-        """One delivery, `seconds` after it was booked."""
-        self.samples[kind].append(max(0.0, seconds))
+        """One delivery, `seconds` after it was booked (a widening when it outran the
+        window in force)."""
+        seconds = max(0.0, seconds)
+        base = self.bases.get(kind)
+        before = self.window(kind, base) if base else 0.0
+        self.samples[kind].append(seconds)
+        if base and seconds > before:
+            after = self.window(kind, base)
+            self.widened.append(
+                f"{kind} window {before * 1000:.0f} -> {after * 1000:.0f} ms after a "
+                f"{seconds * 1000:.0f} ms {kind}"
+                + (" (capped at must-wait)" if after >= self.cap else "")
+            )
+
+    def note_closed(self, kind: str, seconds: float) -> None:
+        """A window of `kind` that was `seconds` long ended an observation."""
+        if seconds > 0.0:
+            self.closed[kind].append(seconds)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Per kind: count, median, 99th percentile and maximum, in milliseconds."""
@@ -50,6 +95,23 @@ class DeliveryLog:
             f"max {s['max_ms']} ms"
             for kind, s in self.summary().items()
         )
+
+
+def unsure(samples: dict[str, list[float]], closed: dict[str, list[float]]) -> list[str]:
+    """Per kind, the windows that ended an observation shorter than the slowest delivery
+    of that kind in the run (all workers' samples): what a forbidden item could have
+    slipped past. Empty: every such window outlasted every delivery."""
+    out = []
+    for kind in KINDS:
+        slowest = max(samples.get(kind) or [0.0])
+        short = [w for w in closed.get(kind, []) if w < slowest]
+        if short:
+            out.append(
+                f"{len(short)} of {len(closed[kind])} {kind} windows that ended an observation "
+                f"were shorter ({min(short) * 1000:.0f}-{max(short) * 1000:.0f} ms) than the "
+                f"slowest {kind} of the run ({slowest * 1000:.0f} ms)"
+            )
+    return out
 
 
 def _quantile(ordered: list[float], q: float) -> float:

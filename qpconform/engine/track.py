@@ -43,6 +43,8 @@ class Track:
     quiet_from: int | None = None  # the first step whose quiet window is still open
     quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
     events_until: float = 0.0  # when the open event window closes (within quiet_until)
+    quiet_len: float = 0.0  # the longest quiet window opened since the last close (seconds)
+    events_len: float = 0.0  # the longest event window opened since the last close
 
     def owe_quiet(self, step: int, seconds: float) -> None:
         """Something may still appear, or must not, because of `step`: a quiet window of
@@ -52,12 +54,19 @@ class Track:
         if self.quiet_from is None:
             self.quiet_from = step
         self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
+        self.quiet_len = max(self.quiet_len, seconds)
 
     def owe_events(self, step: int, seconds: float) -> None:
         """A move that can raise an event late: the event window opens (see owe_quiet); the
         QP's next modify waits out its rest, so a late event is judged against this step."""
         self.owe_quiet(step, seconds)
         self.events_until = max(self.events_until, time.monotonic() + seconds)
+        self.events_len = max(self.events_len, seconds)
+
+    def close_quiet(self) -> None:
+        """The open windows were waited out: none is open now."""
+        self.quiet_from = None
+        self.quiet_len = self.events_len = 0.0
 
     def events_left(self) -> float:
         """Seconds left of the open event window (0 when none is open)."""
