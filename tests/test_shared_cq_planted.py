@@ -176,3 +176,19 @@ def test_the_bystander_completions_are_its_own_track() -> None:
     assert h.bystander("a").ledger.done  # its flushes matched on its own books
     assert h.bystander("a").model.state == S.ERR
 
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_the_traffic_machine_finds_nothing_on_a_clean_fake_with_bystanders(qp_type) -> None:
+    """The machine's draws (SRQ or not, bystander or not) on clean fakes: no divergence."""
+    from hypothesis import settings
+
+    def make(srq_sides: tuple[str, ...] = (), shared_cq_sides: tuple[str, ...] = ()):
+        fake = FakePair(qp_type, srq_sides=frozenset(srq_sides),
+                        shared_cq_sides=frozenset(shared_cq_sides))
+        return PairHarness(fake, sink=None, time_scale=0.01)
+
+    machine = machine_for(qp_type, make, srq=True, shared_cq=True)
+    machine.TestCase.settings = settings(max_examples=40, stateful_step_count=30,
+                                         deadline=None, database=None)
+    machine.TestCase().runTest()
