@@ -164,6 +164,22 @@ def machine_for(
 
         @precondition(lambda self: _bystander_end(self) is not None)
         @rule()
+        def end_flush_over_bystander(self) -> None:
+            """The end to ERR while its bystander holds a receive: the end's flush must
+            leave the bystander's WRs posted."""
+            side = _bystander_end(self)
+            assert side is not None
+            if self._state(side) in (S.RESET, S.ERR):
+                return
+            by = self.h.bystander(side).model
+            if by.state == S.RESET:
+                self.h.bystander_modify(side, S.INIT)
+            if not by.recvs:
+                self.h.bystander_post_recv(side)
+            self.h.modify(side, S.ERR)
+
+        @precondition(lambda self: _bystander_end(self) is not None)
+        @rule()
         def bystander_reset(self) -> None:
             side = _bystander_end(self)
             assert side is not None
