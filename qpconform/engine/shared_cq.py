@@ -38,6 +38,7 @@ from models.shared_cq import FLUSH_OWN_ONLY, QP_NUM, RESET_KEEPS_OTHERS
 from .connect import bring_up_mask
 from .device import Completion, VerbResult
 from .ledger import QUEUES, Ledger
+from .quirks import reads_wrong
 from .text import completion_text
 from .track import Track
 
@@ -145,7 +146,8 @@ class SharedCQ:
             track, "state", rule, origin, f"state {track.model.state.name}",
             f"state {got.state.name}", [f"state={got.state.name}"],
         )
-        if self.diverge(track, d) is not None:
+        quirk = self.diverge(track, d)
+        if quirk is not None and not reads_wrong(quirk):  # a read-back quirk: the QP did move
             self.follow_state(track, got.state, origin)
 
     # ------------------------------------------------------------------- not polling
