@@ -19,7 +19,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 
-from models import iwarp_pair, operations, pair, pair_checks, readback, rules, srq, uverbs
+from models import (
+    iwarp_pair,
+    operations,
+    pair,
+    pair_checks,
+    readback,
+    rules,
+    shared_cq,
+    srq,
+    uverbs,
+)
 from models.attributes import PSN_MASKED, VALUE_RULES
 from models.capabilities import FEATURES, Capabilities
 from models.enums import STATES, Attr, QPState, QPType
@@ -90,7 +100,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq):
+    for module in (rules, pair, operations, readback, srq, shared_cq):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -201,6 +211,8 @@ def _named_scopes() -> dict[str, RuleScope]:
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device
             scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, frozenset({"SRQ"})))
+    for rule in shared_cq.RULES:  # a pair's CQs (an end's shared with its bystander)
+        scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))
     for rule in operations.RULES:  # the rest concern every connected type
         scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))
     for vr in VALUE_RULES:  # a value is checked on the types whose modify carries its bit

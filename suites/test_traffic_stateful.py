@@ -63,18 +63,22 @@ def test_traffic_state_machine(
     """With a budget, batches of the machine run until this QP type's share is spent (or
     exactly as many as --stateful-batches says: fixtures/budget.py); each batch from its
     own seed, derived from the run's (fixtures/seeds.py). Each example's pair takes the
-    receives of one end from an SRQ, or not (drawn). Under the iwarp variant, the iWARP
+    receives of one end from an SRQ, or not, and shares the other end's CQs with a
+    bystander QP, or not (both drawn). Under the iwarp variant, the iWARP
     machine (RC only: other types are reported skips)."""
 
-    def make(srq_sides: tuple[str, ...] = ()) -> PairHarness:
-        return make_pair(qp_type, connect=False, srq_sides=srq_sides)
+    def make(
+        srq_sides: tuple[str, ...] = (), shared_cq_sides: tuple[str, ...] = ()
+    ) -> PairHarness:
+        return make_pair(qp_type, connect=False, srq_sides=srq_sides,
+                         shared_cq_sides=shared_cq_sides)
 
     if variant.connection_managed:
         if qp_type != QPType.RC:
             pytest.skip(f"iWARP QPs are RC only: no {qp_type.name} pair (iwarp.qp_type.rc_only)")
         machine = iwarp_machine_for(make, chosen_faults())
     else:
-        machine = machine_for(qp_type, make, chosen_faults(), srq=True)
+        machine = machine_for(qp_type, make, chosen_faults(), srq=True, shared_cq=True)
     machine.TestCase.settings = device_settings(seeded=run_seed is not None)
 
     def run_batch() -> int:

@@ -21,6 +21,7 @@ from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
+from models.qp import QPModel
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 from qpconform.engine.judge import DivergenceError
@@ -110,6 +111,15 @@ OPS_EXTRA_FAULTS = (
     "read_beyond_depth_fails",
     "op_not_of_type_flush",  # rxe 6.4+: the foreign operation completes as a flush
 )
+#: Faults of several QPs on one CQ (FakePair(shared_cq_sides=...): the end shares its CQs
+#: with a bystander QP): the end's flush takes the bystander's WRs too, the bystander's
+#: completions name the end's qp_num or the end's name the bystander's, a RESET of the end
+#: cleans the bystander's entries off the CQ. "reset_cleans_own" is a near miss, not a
+#: fault: RESET cleans the end's own entries only (mlx5, hns), which conforms.
+SHARED_CQ_FAULTS = (
+    "flush_touches_bystander", "bystander_wrong_qp_num", "end_as_bystander_qp_num",
+    "reset_cleans_bystander", "reset_cleans_own",
+)
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
 #: How many unpolled completions cq_overrun's CQ holds.
@@ -137,6 +147,7 @@ class FakeEnd:
         self.delayed: list[tuple[float, Completion]] = []  # late_timer: (when, completion)
         self.stale_drain = False  # stale_sq_drain_never_ends: the next drain never ends
         self.max_inline = FAKE_MAX_INLINE  # as query_qp reports it
+        self.bystander: FakeBystander | None = None  # a QP on this end's CQs
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
@@ -156,6 +167,7 @@ class FakeEnd:
             exp = dataclasses.replace(exp, completions=())
         self.pair.emit(self.side, exp)
         nxt = QPState(attrs["qp_state"]) if Attr.STATE in mask else was
+        self._bent_shared_cq(was, exp.state_if_accepted)
         fault = self.pair.fault
         if was == QPState.SQD and nxt == QPState.RTS:
             if str(fault).startswith("sqd_rts_no_resume"):  # held until the next doorbell
@@ -184,6 +196,20 @@ class FakeEnd:
             self.pair.zombies[self.side] += [(w, "recv") for w in before_recvs]
         self.pair.run_wire()
         return VerbResult(True)
+
+    def _bent_shared_cq(self, was: QPState, now: QPState) -> None:
+        """SHARED_CQ_FAULTS at a modify: entering ERR flushes the bystander's WRs too; a
+        RESET cleans the bystander's (or, the near miss, its own) entries off the CQ."""
+        by, fault = self.bystander, self.pair.fault
+        if by is None:
+            return
+        if fault == "flush_touches_bystander" and now == QPState.ERR != was:
+            flush = WCStatus.WR_FLUSH_ERR
+            self.cq += [Completion(w, "recv", flush, by.qp_num) for w in by.model.recvs]
+        if now == QPState.RESET:
+            gone = {"reset_cleans_bystander": by.qp_num, "reset_cleans_own": self.qp_num}
+            if fault in gone:
+                self.cq = [c for c in self.cq if c.qp_num != gone[str(fault)]]
 
     def query(self) -> QueryResult:
         """The fake's state and sq_draining."""
@@ -277,6 +303,13 @@ class FakeEnd:
         self.cq += [c for when, c in self.delayed if when <= now]
         self.delayed = [(when, c) for when, c in self.delayed if when > now]
         out, self.cq = self.cq, []
+        by = self.bystander
+        if by is not None and self.pair.fault == "bystander_wrong_qp_num":
+            out = [dataclasses.replace(c, qp_num=self.qp_num) if c.qp_num == by.qp_num else c
+                   for c in out]
+        if by is not None and self.pair.fault == "end_as_bystander_qp_num":
+            out = [dataclasses.replace(c, qp_num=by.qp_num) if c.qp_num == self.qp_num else c
+                   for c in out]
         if self.pair.fault == "read_beyond_depth_fails":
             self.pair.model.burst = None  # a poll between READs: not back to back
         return out
@@ -297,6 +330,46 @@ class FakeEnd:
                 self.pair.run_wire()
 
 
+class FakeBystander:
+    """A fake QP on an end's CQs (engine.device.Bystander): it runs its own QPModel and
+    queues its completions on the end's CQ, naming its own qp_num."""
+
+    def __init__(self, end: FakeEnd, qp_num: int) -> None:
+        self.end, self.qp_num = end, qp_num
+        self.model = QPModel(end.pair.qp_type, "iwarp" if end.pair.iwarp else "linux")
+
+    def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
+        """Accept or refuse as the model says."""
+        return self._do(self.model.modify(attrs, mask))
+
+    def query(self) -> QueryResult:
+        """The bystander's state."""
+        return QueryResult(self.model.state, None)
+
+    def post_send(self, wr_id: int) -> VerbResult:
+        """Post through the model (in ERR: flushed)."""
+        return self._do(self.model.post_send(wr_id))
+
+    def post_recv(self, wr_id: int) -> VerbResult:
+        """Post through the model."""
+        return self._do(self.model.post_recv(wr_id))
+
+    def _do(self, exp: Expectation) -> VerbResult:
+        ok = exp.outcome is not Outcome.REFUSE
+        self.model.apply(exp, ok)
+        if ok:
+            self.end.cq += [_wc(c, self.qp_num) for c in exp.completions]
+        return VerbResult(ok, None if ok else 22)
+
+    def poll(self) -> list[Completion]:
+        """Nothing: the end's poll carries both QPs' completions."""
+        return []
+
+    def events(self, timeout: float) -> list[AsyncEvent]:
+        """Nothing: a bystander moved by modify raises no event."""
+        return []
+
+
 class FakePair:
     """Two fake QPs of one type; `fault` plants one of FAULTS."""
 
@@ -309,8 +382,10 @@ class FakePair:
         iwarp: bool = False,
         atomics: bool = True,
         srq_sides: frozenset[str] = frozenset(),
+        shared_cq_sides: frozenset[str] = frozenset(),
     ) -> None:
         known = IWARP_FAULTS if iwarp else (*FAULTS, *OPS_EXTRA_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -323,6 +398,7 @@ class FakePair:
         self.resumed: set[int] = set()  # sends SQD->RTS started
         self.stuck_in_rts: set[str] = set()  # sqd_rts_no_resume_then_stays_rts
         self.srq_sides = frozenset(srq_sides)
+        self.shared_cq_sides = frozenset(shared_cq_sides)
         self.model: PairModel = (
             IwarpPairModel(self.qp_type, settings, self.srq_sides) if iwarp
             else PairModel(self.qp_type, settings=settings, srq_sides=self.srq_sides)
@@ -333,7 +409,11 @@ class FakePair:
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
-        return FakeEnd(self, side, self._qpn)
+        end = FakeEnd(self, side, self._qpn)
+        if side in self.shared_cq_sides:
+            self._qpn += 1
+            end.bystander = FakeBystander(end, self._qpn)
+        return end
 
     def end(self, side: str) -> FakeEnd:
         """The end on `side`."""
@@ -538,11 +618,15 @@ _DEFAULT_OPCODE = {"send": WCOpcode.SEND, "recv": WCOpcode.RECV}
 
 
 def connected_fake(
-    qp_type: QPType, fault: str | None = None, srq_sides: frozenset[str] = frozenset()
+    qp_type: QPType, fault: str | None = None, srq_sides: frozenset[str] = frozenset(),
+    shared_cq_sides: frozenset[str] = frozenset(), iwarp: bool = False,
 ) -> PairHarness:
     """A harness over a fake pair of `qp_type` (planting `fault`; the `srq_sides` ends with
-    an SRQ), both ends in RTS."""
-    h = PairHarness(FakePair(qp_type, fault, srq_sides=srq_sides), sink=None, time_scale=0.01)
+    an SRQ, the `shared_cq_sides` ends with a bystander on their CQs; `iwarp`: an iWARP
+    pair under the iwarp variant), both ends in RTS."""
+    fake = FakePair(qp_type, fault, srq_sides=srq_sides, shared_cq_sides=shared_cq_sides,
+                    iwarp=iwarp)
+    h = PairHarness(fake, sink=None, time_scale=0.01, variant="iwarp" if iwarp else "linux")
     h.connect()
     return h
 

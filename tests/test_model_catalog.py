@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from models import catalog, iwarp_pair, pair, pair_checks, readback, rules, uverbs
+from models import catalog, iwarp_pair, pair, pair_checks, readback, rules, shared_cq, uverbs
 from models.sources import Rule
 
 
@@ -31,7 +31,8 @@ def _declared(module: ModuleType) -> set[str]:
     return {v.id for name, v in vars(module).items() if name in names and isinstance(v, Rule)}
 
 
-@pytest.mark.parametrize("module", [rules, pair, readback, uverbs, pair_checks, iwarp_pair],
+@pytest.mark.parametrize("module", [rules, pair, readback, uverbs, pair_checks, iwarp_pair,
+                                    shared_cq],
                          ids=lambda m: m.__name__)
 def test_every_declared_rule_is_in_its_modules_rules_tuple(module: ModuleType) -> None:
     assert {r.id for r in module.RULES} == _declared(module)

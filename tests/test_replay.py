@@ -71,9 +71,10 @@ def make_pair(run_recorder):
 
     made = []
 
-    def factory(qp_type, settings=None, connect=True, srq_sides=()):
-        harness = PairHarness(FakePair(qp_type, srq_sides=frozenset(srq_sides)), sink=None,
-                              time_scale=0.01, recorder=run_recorder)
+    def factory(qp_type, settings=None, connect=True, srq_sides=(), shared_cq_sides=()):
+        fake = FakePair(qp_type, srq_sides=frozenset(srq_sides),
+                        shared_cq_sides=frozenset(shared_cq_sides))
+        harness = PairHarness(fake, sink=None, time_scale=0.01, recorder=run_recorder)
         made.append(harness)
         if connect:
             harness.connect()

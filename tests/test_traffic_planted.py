@@ -189,7 +189,8 @@ def test_known_missing_completion_is_excused_if_it_comes_late():
     from models.enums import WCStatus
     from qpconform.engine.device import Completion
 
-    pair.end("a").cq.append(Completion(lost, "recv", WCStatus.WR_FLUSH_ERR, 0))
+    end = pair.end("a")
+    end.cq.append(Completion(lost, "recv", WCStatus.WR_FLUSH_ERR, end.qp_num))
     h.quiet(0.01)
     h.resync()
     assert not h.desynced

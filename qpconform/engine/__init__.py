@@ -24,6 +24,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 traffic suites, the traffic machine); connect.py: bring-up values
     pair_follow.py  PairHarness's state comparison and how it follows a device a
                 quirk covers (drains ended early or late, sends that wait for the doorbell)
+    shared_cq.py  PairHarness's bystander QPs on an end's CQs and the routing of every
+                completion by qp_num (several QPs on one CQ)
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; qpconform/adapters/ implements the device protocol

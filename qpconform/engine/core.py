@@ -124,6 +124,11 @@ class Engine:
             rule_ids = [srq.LAST_WQE_REPEATED.id]
             self.judge.recorder.step(track.qp_type.name, "event", state, None, rule_ids, "match")
 
+    def route(self, track: Track, wc: Completion) -> Track | None:
+        """The track a completion polled from `track`'s CQs belongs to (a rule set whose QPs
+        share CQs routes by qp_num; default: the polled one); None: the rule set handled it."""
+        return track
+
     def record_verb(self, kind: str) -> str | None:
         """The verb a record of this kind names (None: the verb of the step it comes from)."""
         return None
@@ -351,7 +356,9 @@ class Engine:
         for track in tracks:
             done = track.handle.poll()
             for wc in sorted(done, key=lambda c: QUEUES.index(c.queue)):
-                self.on_completion(track, wc)
+                target = self.route(track, wc)
+                if target is not None:
+                    self.on_completion(target, wc)
         self.take_events(tracks, 0.0)
 
     def collect_events(self, track: Track) -> None:

@@ -56,6 +56,7 @@ from .ledger import Because, Ledger
 from .pair_follow import EndState, PairFollowing, Rewind
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
 from .records import Divergence, DivergenceSink
+from .shared_cq import SharedCQ
 from .timing import DeliveryLog
 from .track import Track
 
@@ -94,7 +95,7 @@ _RECORD_VERBS = {
     "state": "query",
 }
 
-class PairHarness(PairFollowing, Engine):
+class PairHarness(SharedCQ, PairFollowing, Engine):
     """Drive a pair device and its PairModel in lock step; every difference is a divergence.
 
     A divergence a quirk covers is recorded as known (`known_quirk`), the harness
@@ -143,6 +144,7 @@ class PairHarness(PairFollowing, Engine):
         self.ops = ops_for(device.qp_type, self.variant.connection_managed,
                            atomics=getattr(device, "atomics", True))
         scale = 1.0 if time_scale is None else time_scale
+        self.time_scale = scale
         bound = settings.bound()
         if self.variant.connection_managed:  # the connection may take a while to end at the peer
             bound = max(bound, IWARP_CLOSE_BOUND)
@@ -162,6 +164,7 @@ class PairHarness(PairFollowing, Engine):
         self._not_started: set[tuple[str, int]] = set()  # missing: never started (known)
         self._doorbell: set[str] = set()  # ends whose held sends the next post_send starts
         self._waiting: set[tuple[str, int]] = set()  # sends noted waiting for a receive
+        self._init_shared_cq()  # bystanders on the ends' CQs (qpconform/engine/shared_cq.py)
 
     def _fresh(self, side: str) -> None:
         """A new track for `side` (new QP, or its books cleared)."""
@@ -209,12 +212,16 @@ class PairHarness(PairFollowing, Engine):
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
-        self.serve_events(self.ends[side], self.bound)  # a late event of the last move first
+        if not self._unpolled:  # a late event of the last move first
+            self.serve_events(self.ends[side], self.bound)
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
         res = self.dev.end(side).modify(attrs, mask)
+        self.note_end_flush(side, exp)
         self.cm_step(side, exp, res, step, resumed=held)
+        if self._unpolled and res.accepted and self.model.qp(side).state == S.RESET:
+            self._reset_meets_entries(side, self.ends[side].last())
         return res
 
     def post_send(
@@ -228,6 +235,7 @@ class PairHarness(PairFollowing, Engine):
         """post_send of one WR (unsignaled: it completes only in error; `inline`: posted
         with IBV_SEND_INLINE, within the end's max_inline_data); returns its wr_id."""
         wr_id = self.next_wr_id()
+        self.owns(self.ends[side], wr_id)
         exp = self.model.post_send(side, wr_id, op, fault, signaled, inline)
         res = self.dev.end(side).post_send(wr_id, op, fault, signaled, inline)
         step = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
@@ -272,6 +280,7 @@ class PairHarness(PairFollowing, Engine):
     def post_qp_recv(self, side: str) -> int:
         """post_recv of one WR on the end's QP (refused when it has an SRQ)."""
         wr_id = self.next_wr_id()
+        self.owns(self.ends[side], wr_id)
         exp = self.model.post_recv(side, wr_id)
         res = self.dev.end(side).post_recv(wr_id)
         self.cm_step(side, exp, res, {"wr_id": wr_id})
@@ -280,6 +289,7 @@ class PairHarness(PairFollowing, Engine):
     def post_srq_recv(self, side: str) -> int:
         """post_srq_recv of one WR to the end's SRQ; returns its wr_id."""
         wr_id = self.next_wr_id()
+        self.owns(self.ends[side], wr_id)
         exp = self.model.post_srq_recv(side, wr_id)
         res = self.dev.end(side).post_srq_recv(wr_id)
         self.cm_step(side, exp, res, {"wr_id": wr_id, "srq": True})
@@ -303,10 +313,11 @@ class PairHarness(PairFollowing, Engine):
         self.collect()  # nothing may be lost with the CQs
         track = self.ends[side]
         exp = self.model.destroy(side)
-        self.dev.end(side).destroy()
+        self.dev.end(side).destroy()  # its bystander, if any, with it
         self.model.apply(side, exp, True)
         self.log_step(track, exp, VerbResult(True), {})
         self.note(track, exp)
+        self.bystanders.pop(side, None)
         self._fresh(side)
         self._wire()
         self.flush_notes("match")
@@ -316,6 +327,7 @@ class PairHarness(PairFollowing, Engine):
         self.dev.recreate(side)
         self.model.recreate(side)
         self._fresh(side)
+        self._fresh_bystander(side)
         self.steps.append(
             {"verb": "create", "side": side, "expected": "RESET", "observed": "created"}
         )
@@ -333,6 +345,9 @@ class PairHarness(PairFollowing, Engine):
                 self.recreate(side)
             elif self.model.qp(side).state != S.RESET:
                 self.reset(side)
+            by = self.bystanders.get(side)
+            if by is not None and by.model.state != S.RESET:
+                self.bystander_modify(side, S.RESET)
         self._start_over()
 
     def reset(self, side: str) -> None:
@@ -391,8 +406,8 @@ class PairHarness(PairFollowing, Engine):
 
     def _start_over(self) -> None:
         """Fresh books on both ends (nothing excused, nothing out of sync), then connect."""
-        for side in SIDES:
-            self.ends[side].ledger.excused.clear()
+        for track in self.tracks():
+            track.ledger.excused.clear()
         self.desynced = False
         self.connect()
 
@@ -437,8 +452,13 @@ class PairHarness(PairFollowing, Engine):
         self.judge.finish()
 
     # -------------------------------------------------------------- the rule set's part
-    def tracks(self) -> list[Track]:
+    def end_tracks(self) -> list[Track]:
+        """The two ends (those not destroyed)."""
         return [self.ends[s] for s in SIDES if s not in self.model.gone]
+
+    def tracks(self) -> list[Track]:
+        ends = self.end_tracks()
+        return ends + [self.bystanders[t.side] for t in ends if t.side in self.bystanders]
 
     def record_verb(self, kind: str) -> str | None:
         return _RECORD_VERBS.get(kind)
@@ -462,8 +482,13 @@ class PairHarness(PairFollowing, Engine):
             return rules.SQD_DRAINED_EVENT
         return super().unbooked_event_rule(track, event) or UNEXPECTED_EVENT
 
+    def stray_rule(self, track: Track, wc: Completion) -> Rule:
+        return self.shared_stray_rule(track, wc) or super().stray_rule(track, wc)
+
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
+        if track.side not in SIDES:  # a bystander: moved by modify only
+            return
         if wc.queue == "send" and (expected.status not in fine or wc.status not in fine):
             self._sync_state(track.side)  # an error moved the QP: compare before its flushes
 
@@ -480,6 +505,8 @@ class PairHarness(PairFollowing, Engine):
         state (and follow it, if known), then match the completion once more."""
         qp = track.model
         outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
+        if track.side not in SIDES:  # a bystander moves by modify only: nothing to explain
+            return False
         if self._retrying or wc.status != WCStatus.WR_FLUSH_ERR or not outstanding:
             return False
         self._sync_state(track.side)
@@ -505,7 +532,9 @@ class PairHarness(PairFollowing, Engine):
         drained = event == EventType.SQ_DRAINED and qp.state == S.SQD
         if drained and track.ledger.due["send"]:  # a correct device completes the sends first
             for c in sorted(self.dev.end(side).poll(), key=lambda c: c.queue != "send"):
-                self.on_completion(track, c)
+                target = self.route(track, c)
+                if target is not None:
+                    self.on_completion(target, c)
         unfinished = [
             d for d in track.ledger.due["send"] if d.completion.status == WCStatus.SUCCESS
         ]
@@ -547,7 +576,7 @@ class PairHarness(PairFollowing, Engine):
             if exp.verb == "post_send" and side in self._doorbell:
                 self._ring_doorbell(side)
         self._wire()
-        if self.model.burst is not None:  # back to back: the block's end settles
+        if self.model.burst is not None or self._unpolled:  # the block's end settles
             return
         try:
             self.settle()

@@ -52,7 +52,7 @@ class PairFollowing:
     mixin: PairHarness is its only user)."""
 
     def _check_states(self) -> None:
-        for track in self.tracks():
+        for track in self.end_tracks():
             side = track.side
             assert side is not None
             got = self.dev.end(side).query()

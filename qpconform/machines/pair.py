@@ -98,24 +98,50 @@ def _srq_end(machine: PairMachine) -> str | None:
     return next(iter(sorted(h.model.srq_sides)), None) if h is not None else None
 
 
+def _bystander_end(machine: PairMachine) -> str | None:
+    """The end of the machine's pair whose CQs a bystander QP shares (None: neither)."""
+    h = getattr(machine, "h", None)
+    if h is None:
+        return None
+    return next((s for s in sorted(h.bystanders) if s not in h.model.gone), None)
+
+
 def machine_for(
     qp_type: QPType,
     make: Callable[..., PairHarness],
     faults: Collection[str] = FAULTS,
     srq: bool = False,
+    shared_cq: bool = False,
 ) -> type[RuleBasedStateMachine]:
     """A state machine class over pairs built by `make` (real device or fake), injecting
     the named `faults` (a subset of FAULTS). With `srq`, each example draws whether its
-    pair's "b" end takes its receives from an SRQ: `make(srq_sides=("b",))`."""
+    pair's "b" end takes its receives from an SRQ: `make(srq_sides=("b",))`; with
+    `shared_cq`, whether its "a" end shares its CQs with a bystander QP:
+    `make(shared_cq_sides=("a",))`."""
 
     class TrafficMachine(PairMachine):
         make_pair = staticmethod(make)
 
-        if srq:
+        if srq and not shared_cq:
 
             @initialize(with_srq=st.booleans())
             def connect(self, with_srq: bool) -> None:  # type: ignore[override]
                 self.h = self.make_pair(srq_sides=("b",) if with_srq else ())
+                self.h.connect()
+
+        elif shared_cq:
+
+            @initialize(
+                with_srq=st.booleans() if srq else st.just(False),
+                bystander=st.booleans(),
+            )
+            def connect(self, with_srq: bool, bystander: bool) -> None:  # type: ignore[override]
+                kwargs: dict[str, tuple[str, ...]] = {}
+                if srq:
+                    kwargs["srq_sides"] = ("b",) if with_srq else ()
+                if shared_cq:
+                    kwargs["shared_cq_sides"] = ("a",) if bystander else ()
+                self.h = self.make_pair(**kwargs)
                 self.h.connect()
 
         @precondition(lambda self: _srq_end(self) is not None)
@@ -138,6 +164,76 @@ def machine_for(
             assert side is not None
             if side not in self.h.model.gone:
                 self.h.post_qp_recv(side)
+
+        if shared_cq:  # (only then: a machine without them explores as it always did)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def bystander_recv(self) -> None:
+                """A receive on the bystander (brought to INIT first if in RESET): it waits on
+                the end's receive CQ, untouched by the end's traffic and flushes."""
+                side = _bystander_end(self)
+                assert side is not None
+                self._state(side)
+                if self.h.bystander(side).model.state == S.RESET:
+                    self.h.bystander_modify(side, S.INIT)
+                self.h.bystander_post_recv(side)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule(send=st.booleans())
+            def bystander_flush(self, send: bool) -> None:
+                """The bystander to ERR: its own WRs flush on the end's CQs, naming its qp_num
+                (then, drawn, a SEND posted in ERR flushes too)."""
+                side = _bystander_end(self)
+                assert side is not None
+                self._state(side)
+                if self.h.bystander(side).model.state != S.ERR:
+                    self.h.bystander_modify(side, S.ERR)
+                if send:
+                    self.h.bystander_post_send(side)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def end_flush_over_bystander(self) -> None:
+                """The end to ERR while its bystander holds a receive: the end's flush must
+                leave the bystander's WRs posted."""
+                side = _bystander_end(self)
+                assert side is not None
+                if self._state(side) in (S.RESET, S.ERR):
+                    return
+                by = self.h.bystander(side).model
+                if by.state == S.RESET:
+                    self.h.bystander_modify(side, S.INIT)
+                if not by.recvs:
+                    self.h.bystander_post_recv(side)
+                self.h.modify(side, S.ERR)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def bystander_reset(self) -> None:
+                side = _bystander_end(self)
+                assert side is not None
+                self._state(side)
+                self.h.bystander_modify(side, S.RESET)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def reset_end_over_bystander_entries(self) -> None:
+                """The bystander's flushes left unpolled on the CQs while its end is reset: they
+                must still be there after."""
+                side = _bystander_end(self)
+                assert side is not None
+                if self._state(side) not in (S.INIT, S.RTR, S.RTS, S.ERR):
+                    return
+                by = self.h.bystander(side).model
+                if by.state == S.RESET:
+                    return
+                with self.h.unpolled():
+                    if by.state != S.ERR:
+                        self.h.bystander_modify(side, S.ERR)
+                    self.h.pause()
+                    self.h.modify(side, S.RESET)
+
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), inline=st.booleans())
         def post_send(self, side: str, op: Op, inline: bool) -> None:
