@@ -156,9 +156,10 @@ RC_RECV_TOO_SHORT = Rule(
         "IBV_WC_REM_INV_REQ_ERR at the requester; mlx5 cq.c mlx5_handle_error_cqe() "
         "(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR -> IBV_WC_LOC_LEN_ERR); siw siw_qp_rx.c "
         "siw_send_check_ntoh() ('receive space short': SIW_WC_LOC_LEN_ERR, DDP Terminate); "
-        "rxe rxe_resp.c send_data_in() -> RESPST_ERR_LENGTH -> do_class_ac_error("
-        "AETH_NAK_INVALID_REQ, IB_WC_REM_INV_REQ_ERR): the NAK and both ERRs, but the "
-        "receive completes REM_INV_REQ_ERR (quirk rxe.recv_length_error_rem_inv_req)",
+        "rxe means RESPST_ERR_LENGTH -> do_class_ac_error(AETH_NAK_INVALID_REQ) but "
+        "copy_data() returns -EINVAL for a message longer than the receive, so "
+        "send_data_in() takes RESPST_ERR_MALFORMED_WQE (Remote Operational Error NAK; "
+        "quirk rxe.recv_too_short_as_malformed_wqe)",
         "the receive WQE is completed with Local Length Error",
     ),
     kind=MUST,

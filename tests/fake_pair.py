@@ -113,16 +113,19 @@ OPS_EXTRA_FAULTS = (
 )
 #: Faults of fences and receives completing in error (FakeEnd.post_recv, FakePair.emit): a
 #: fenced SEND carries its READ sink's bytes from before the READ (the fence ignored); a
-#: SEND longer than the receive completes at both ends with SUCCESS; rxe's receive that
-#: completes REM_INV_REQ_ERR, not LOC_LEN_ERR (and a near miss: LOC_PROT_ERR).
+#: SEND longer than the receive completes at both ends with SUCCESS; rxe's malformed-WQE
+#: path (the receive LOC_QP_OP_ERR, the SEND REM_OP_ERR), and near misses of it (the
+#: receive LOC_PROT_ERR; the SEND REM_OP_ERR, the receive as it should).
 FENCE_RECV_FAULTS = (
-    "fence_ignored", "short_recv_succeeds", "recv_len_err_rem_inv_req",
-    "recv_len_err_loc_prot_err",
+    "fence_ignored", "short_recv_succeeds", "recv_len_err_as_malformed_wqe",
+    "recv_len_err_loc_prot_err", "recv_len_err_rem_op_err_only",
 )
-#: The status each planted fault gives a receive that completes LOC_LEN_ERR.
+#: (receive status, SEND status) each planted fault gives a SEND longer than the receive
+#: (None: the model's).
 _RECV_LEN_STATUS = {
-    "recv_len_err_rem_inv_req": WCStatus.REM_INV_REQ_ERR,
-    "recv_len_err_loc_prot_err": WCStatus.LOC_PROT_ERR,
+    "recv_len_err_as_malformed_wqe": (WCStatus.LOC_QP_OP_ERR, WCStatus.REM_OP_ERR),
+    "recv_len_err_loc_prot_err": (WCStatus.LOC_PROT_ERR, None),
+    "recv_len_err_rem_op_err_only": (None, WCStatus.REM_OP_ERR),
 }
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
@@ -444,7 +447,8 @@ class FakePair:
     def _bent_fields(self, c: ExpectedCompletion) -> ExpectedCompletion:
         """A completion's opcode, immediate data, data or status, the planted fault's way."""
         if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR:
-            return dataclasses.replace(c, status=_RECV_LEN_STATUS.get(str(self.fault), c.status))
+            status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[0]
+            return dataclasses.replace(c, status=status or c.status)
         if c.status != WCStatus.SUCCESS:
             return c
         if self.fault == "fence_ignored" and c.data is not None:
@@ -508,6 +512,8 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif rule_id == "pair.rc.recv_too_short":
+            status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif self.fault in OPS_EXTRA_FAULTS:
             status = self._bent_extra(rule_id)
         elif resumed and self.fault in (

@@ -136,8 +136,8 @@ def test_a_fence_ignored_on_iwarp_is_caught() -> None:
 
 @pytest.mark.parametrize(
     ("fault", "status"),
-    [("short_recv_succeeds", "SUCCESS"), ("recv_len_err_rem_inv_req", "REM_INV_REQ_ERR"),
-     ("recv_len_err_loc_prot_err", "LOC_PROT_ERR")],
+    [("short_recv_succeeds", "SUCCESS"), ("recv_len_err_as_malformed_wqe", "REM_OP_ERR"),
+     ("recv_len_err_loc_prot_err", "LOC_PROT_ERR"), ("recv_len_err_rem_op_err_only", "REM_OP_ERR")],
 )
 def test_a_receive_not_failing_with_loc_len_err_is_caught(fault, status) -> None:
     with pytest.raises(DivergenceError) as caught:
