@@ -241,6 +241,26 @@ def test_fenced_send_carries_what_the_read_returned(make_pair, before):
     h.quiet()
 
 
+@pytest.mark.parametrize("before", FENCE_AFTER)
+def test_fenced_send_held_in_sqd_with_the_read(make_pair, before):
+    """InfiniBand RC: the READ (or atomic) and the fenced SEND behind it are held in SQD and
+    start together at SQD->RTS (rxe: at the next post_send's doorbell, a known quirk; the
+    WRITE after them rings it): the requester meets the fenced SEND while the READ is
+    surely outstanding, so only the fence keeps the sink's earlier bytes from going out
+    (pair.fence.after_reads)."""
+    h = make_pair(QPType.RC)
+    _carried(h, before)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.modify("a", S.SQD)
+    h.post_send("a", before)
+    h.post_send("a", Op.SEND, fence=True)
+    h.modify("a", S.RTS)
+    h.post_send("a", Op.RDMA_WRITE)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
 @pytest.mark.iwarp_pair
 def test_fenced_send_with_no_read_before_it(make_pair):
     """A fenced SEND with no READ or atomic before it starts at once: the peer receives the
