@@ -29,6 +29,7 @@ from models.pair import (
     WireSettings,
     WireStep,
     checking,
+    with_data,
 )
 from models.qp import QPModel
 from models.sources import (
@@ -227,9 +228,10 @@ class IwarpPairModel(PairModel):
             rule = INLINE_DELIVERED  # as the same WR not inline
         self._inline.discard((side, wr_id))
         effects: list[tuple[str, Expectation]] = []
+        rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
         if at_peer == "recv":
             got = self.ends[peer_side].recv_completed(WCStatus.SUCCESS, op.recv_opcode)
-            effects.append((peer_side, checking(got)))
+            effects.append((peer_side, checking(with_data(got, data))))
         done = checking(req.send_completed(status, op.send_opcode))
         if status != WCStatus.SUCCESS:  # the QP left RTS: _close_if_left ends the connection
             done = replace(

@@ -55,6 +55,13 @@ class Op(StrEnum):
         return self in (Op.SEND, Op.SEND_WITH_IMM, Op.RDMA_WRITE, Op.WRITE_WITH_IMM)
 
     @property
+    def fenceable(self) -> bool:
+        """May the model post it with IBV_SEND_FENCE? The operations that carry the
+        requester's data out (siw refuses a fenced READ: "cannot fence read"; a fenced
+        atomic is not modelled)."""
+        return self.inlinable
+
+    @property
     def send_opcode(self) -> WCOpcode:
         """The requester's completion opcode."""
         return _SEND_OPCODES[self]
@@ -107,6 +114,17 @@ def foreign_ops(qp_type: QPType) -> tuple[Op, ...]:
     (UC: READ and the atomics; UD: WRITE, WRITE with immediate, READ and the atomics)."""
     mine = OPS_BY_TYPE.get(QPType(qp_type), ())
     return tuple(op for op in OPS_BY_TYPE[QPType.RC] if op not in mine)
+
+
+#: What a fenced WR carries (its data is the requester's READ sink: the local buffer its
+#: RDMA READs and atomics land in), as the adapter names the bytes the responder received:
+#: the sink's first bytes (no READ or atomic ran yet), a READ's, an atomic's original value.
+SINK_STALE, SINK_READ, SINK_ATOMIC = "stale", "read", "atomic"
+
+
+def sink_label(op: Op) -> str:
+    """What a READ or an atomic leaves in the requester's READ sink."""
+    return SINK_ATOMIC if op.atomic else SINK_READ
 
 
 def imm_for(wr_id: int) -> int:
@@ -261,8 +279,38 @@ READ_DEPTH = Rule(
     layer=DRIVER,
 )
 
+FENCE_AFTER_READS = Rule(
+    "pair.fence.after_reads",
+    "a send WR posted with IBV_SEND_FENCE starts only once every RDMA READ and atomic posted "
+    "before it on the same send queue has completed: a fenced SEND whose data is the local "
+    "buffer an earlier READ (or atomic) lands in delivers the bytes that READ returned (the "
+    "atomic's original value), never the buffer's earlier bytes. Without the fence either "
+    "the old or the new bytes conform (not checked); a fenced WR completes as the same WR "
+    "without the fence",
+    Source(
+        "IBTA and linux drivers/infiniband, rdma-core providers",
+        "IBTA ch. 10.8.3.3 (Fence indicator: the WR is not begun until all prior RDMA READ "
+        "and atomic WRs on the send queue have completed); rxe rxe_req.c "
+        "rxe_wqe_is_fenced() (6.1.176 and 6.12: a fenced WQE waits while rd_atomic != "
+        "max_rd_atomic, i.e. while any READ or atomic is outstanding; rxe_comp.c "
+        "do_complete() clears wait_fence and reschedules the requester); siw: libsiw "
+        "map_send_flags() and siw_verbs.c siw_post_send() map the flag to "
+        "SIW_WQE_READ_FENCE, siw_qp.c siw_activate_tx() holds the WR while the ORQ is not "
+        "empty (orq_fence), siw_qp_rx.c siw_check_tx_fence() resumes it once the last READ "
+        "response is placed (a fenced READ is refused: 'cannot fence read'); mlx5 qp.c "
+        "MLX5_WQE_CTRL_FENCE, mlx4 fence_size, bnxt_re BNXT_RE_WR_FLAGS_UC_FENCE, irdma "
+        "info.read_fence, hns RCWQE_FENCE, qedr, ocrdma, cxgb4 (the hardware orders); efa "
+        "refuses any send flag but SIGNALED and INLINE (efa_post_send_validate(): it has no "
+        "RC QP, so no READ to fence)",
+        "a fenced WR waits for the earlier READs and atomics",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+
 #: The rules declared above, by name (models/catalog.py lists the model's rules from these).
 RULES: tuple[Rule, ...] = (
     COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, ATOMIC_DELIVERED, UNSIGNALED_SILENT,
     UNSIGNALED_FLUSH_UNRETIRED, INLINE_DELIVERED, INLINE_OVER_CAP, OP_NOT_OF_TYPE, READ_DEPTH,
+    FENCE_AFTER_READS,
 )

@@ -32,6 +32,9 @@ class ExpectedCompletion:
     opcode: WCOpcode | None = field(default=None, compare=False)
     imm_data: int | None = field(default=None, compare=False)  # None: it carries none
     signaled: bool = field(default=True, compare=False)
+    # A receive's data, as the adapter names the bytes (models.operations.SINK_*): None,
+    # not compared.
+    data: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

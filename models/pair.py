@@ -18,17 +18,20 @@ from models.operations import (
     ATOMIC_DELIVERED,
     ATOMICS,
     COMPLETION_OPCODE,
+    FENCE_AFTER_READS,
     IMM_DELIVERED,
     INLINE_DELIVERED,
     INLINE_OVER_CAP,
     OP_NOT_OF_TYPE,
     READ_DELIVERED,
     READ_DEPTH,
+    SINK_STALE,
     UNSIGNALED_SILENT,
     Op,
     foreign_ops,
     imm_for,
     ops_for,
+    sink_label,
 )
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.qp import QPModel
@@ -136,6 +139,32 @@ BAD_LKEY = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+RC_RECV_TOO_SHORT = Rule(
+    "pair.rc.recv_too_short",
+    "an RC SEND (or SEND with immediate) longer than the responder's oldest receive buffer: "
+    "the receive completes with LOC_LEN_ERR and the responder enters ERR, flushing the rest "
+    "(ibta.err.recv_error); the responder NAKs it (Invalid Request): the requester completes "
+    "it with REM_INV_REQ_ERR and enters ERR (ibta.err.send_error). A WRITE with immediate "
+    "places no data in the receive buffer: a short receive takes it as any other",
+    Source(
+        "IBTA and linux drivers/infiniband, rdma-core providers",
+        "IBTA ch. 9.7.5.2.1 Responder class C errors (a message too long for the receive "
+        "WQE: Invalid Request NAK, the receive WQE completes in error, the QP enters Error), "
+        "ch. 10.8.3 completion status Local Length Error / Remote Invalid Request Error; man "
+        "ibv_poll_cq(3): IBV_WC_LOC_LEN_ERR 'a Work Request that was posted in a local "
+        "Receive Queue isn't big enough for holding the incoming message', "
+        "IBV_WC_REM_INV_REQ_ERR at the requester; mlx5 cq.c mlx5_handle_error_cqe() "
+        "(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR -> IBV_WC_LOC_LEN_ERR); siw siw_qp_rx.c "
+        "siw_send_check_ntoh() ('receive space short': SIW_WC_LOC_LEN_ERR, DDP Terminate); "
+        "rxe means RESPST_ERR_LENGTH -> do_class_ac_error(AETH_NAK_INVALID_REQ) but "
+        "copy_data() returns -EINVAL for a message longer than the receive, so "
+        "send_data_in() takes RESPST_ERR_MALFORMED_WQE (Remote Operational Error NAK; "
+        "quirk rxe.recv_too_short_as_malformed_wqe)",
+        "the receive WQE is completed with Local Length Error",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
 NO_EVENT_ON_COMPLETION_ERROR = Rule(
     "pair.completion_error.no_event",
     "an error reported in a completion raises no affiliated async event on the requester",
@@ -164,7 +193,7 @@ COMM_EST_ON_FIRST_PACKET = Rule(
 RULES: tuple[Rule, ...] = (
     SEND_DELIVERED, WRITE_DELIVERED, RC_RNR_EXHAUSTED, RC_RNR_WAITING, RC_RETRY_EXHAUSTED,
     UNRELIABLE_DROPPED, RC_BAD_RKEY, UC_BAD_RKEY, BAD_LKEY, NO_EVENT_ON_COMPLETION_ERROR,
-    COMM_EST_ON_FIRST_PACKET,
+    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT,
 )
 
 _COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
@@ -220,6 +249,11 @@ class PairModel:
         self._ops: dict[tuple[str, int], tuple[Op, Fault]] = {}
         self._inline: set[tuple[str, int]] = set()  # sends posted inline (within the cap)
         self._beyond_depth: set[tuple[str, int]] = set()  # READs/atomics past max_rd_atomic
+        #: Fenced sends: what their data (the requester's READ sink) must hold once they
+        #: start (models.operations.SINK_*); and what each end's sink holds now.
+        self._fenced: dict[tuple[str, int], str] = {}
+        self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
+        self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
         #: While not None: posts go back to back (no wait between them), and this counts
         #: each side's READs and atomics among them (see `back_to_back`).
         self.burst: dict[str, int] | None = None
@@ -250,10 +284,15 @@ class PairModel:
         fault: Fault = Fault.NONE,
         signaled: bool = True,
         inline: bool = False,
+        fence: bool = False,
     ) -> Expectation:
         """post_send of one WR of `op` carrying `fault` (commit with apply); an unsignaled
         one completes only if it ends in error; an `inline` one (within max_inline_data)
-        as the same WR not inline. An operation the QP type lacks: `_post_foreign`."""
+        as the same WR not inline; a `fence`d one (IBV_SEND_FENCE, its data taken from the
+        end's READ sink) waits for the READs and atomics before it (FENCE_AFTER_READS).
+        An operation the QP type lacks: `_post_foreign`."""
+        if fence and (not op.fenceable or inline or fault is not Fault.NONE):
+            raise ValueError("the model fences a SEND or WRITE, not inline, without a fault")
         if op not in ops_for(self.qp_type, self.iwarp):
             if self.iwarp or op not in foreign_ops(self.qp_type) or fault is not Fault.NONE:
                 raise ValueError(f"{self.qp_type.name} carries no {op.name}")
@@ -273,12 +312,38 @@ class PairModel:
         self._ops[(side, wr_id)] = (op, fault)
         if inline:
             self._inline.add((side, wr_id))
+        if fence:
+            self._fenced[(side, wr_id)] = self._sink_when_started(side)
         if op in (Op.RDMA_READ, *ATOMICS) and self.burst is not None:
             ahead = self.burst.get(side, 0)
             self.burst[side] = ahead + 1
             if ahead >= self.settings.max_rd_atomic:
                 self._beyond_depth.add((side, wr_id))
         return exp
+
+    def _sink_when_started(self, side: str) -> str:
+        """What `side`'s READ sink holds once every READ and atomic outstanding now has
+        completed: the last one's result, or what it holds now."""
+        last = self._sink[side]
+        for wr in self.ends[side].outstanding_sends:
+            op, _ = self._ops.get((side, wr), (Op.SEND, Fault.NONE))
+            if op is Op.RDMA_READ or op.atomic:
+                last = sink_label(op)
+        return last
+
+    def _delivered(
+        self, side: str, wr_id: int, op: Op, decided: tuple[Rule, WCStatus | None, str]
+    ) -> tuple[Rule, str | None]:
+        """Book what a finished send does to the sink data: a READ or atomic that succeeded
+        fills `side`'s sink; a fenced one delivered is judged by FENCE_AFTER_READS and, if it
+        is a SEND, names the data its receive must hold (None: nothing to compare)."""
+        rule, status, at_peer = decided
+        if status == WCStatus.SUCCESS and (op is Op.RDMA_READ or op.atomic):
+            self._sink[side] = sink_label(op)
+        data = self._fenced.pop((side, wr_id), None)
+        if data is None or status != WCStatus.SUCCESS or at_peer not in ("recv", "none"):
+            return rule, None
+        return FENCE_AFTER_READS, data if op in (Op.SEND, Op.SEND_WITH_IMM) else None
 
     def _post_foreign(self, side: str, wr_id: int, op: Op, signaled: bool) -> Expectation:
         """An operation the QP type lacks, posted in RTS: refused at post (it never runs), or
@@ -290,9 +355,17 @@ class PairModel:
         self._ops[(side, wr_id)] = (op, Fault.NONE)
         return self.ends[side].overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
-    def post_recv(self, side: str, wr_id: int) -> Expectation:
-        """post_recv on one end's own receive queue (commit with apply)."""
-        return self.ends[side].post_recv(wr_id)
+    def post_recv(self, side: str, wr_id: int, short: bool = False) -> Expectation:
+        """post_recv on one end's own receive queue (commit with apply); a `short` one has
+        room for less than a SEND carries (RC only: RC_RECV_TOO_SHORT)."""
+        if short and (self.iwarp or self.qp_type is not QPType.RC):
+            # UC/UD: a message too long for the receive is the responder's to drop or to
+            # complete in error (rxe drops it: class D); not modelled.
+            raise ValueError("the model posts a short receive on an InfiniBand RC QP only")
+        exp = self.ends[side].post_recv(wr_id)
+        if short:
+            self._short.add((side, wr_id))
+        return exp
 
     def post_srq_recv(self, side: str, wr_id: int) -> Expectation:
         """post_srq_recv to one end's SRQ (commit with apply)."""
@@ -317,6 +390,7 @@ class PairModel:
         old = self.ends[side]
         self.ends[side] = QPModel(self.qp_type, old.variant, old.caps, srq=self._new_srq(side))
         self.gone.discard(side)
+        self._sink[side] = SINK_STALE  # a new QP, a new sink
 
     def _new_srq(self, side: str) -> SRQModel | None:
         """A new, empty SRQ for an end that has one (it lives and dies with its QP)."""
@@ -380,6 +454,8 @@ class PairModel:
         if peer.receives():
             if peer.srq is not None:
                 return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and (peer_side, peer.recvs[0]) in self._short:
+                return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
@@ -405,10 +481,13 @@ class PairModel:
         sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
         if sent_out and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
             effects.append((peer_side, self._first_packet(peer_side)))
+        rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
         if at_peer == "recv":
             imm = imm_for(wr_id) if op.carries_imm else None
-            got = peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm)
+            got = with_data(peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm), data)
             effects.append((peer_side, checking(got)))
+        if at_peer == "recv_error":
+            effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))
         sent = req.send_completed(status, op.send_opcode)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
@@ -478,6 +557,16 @@ def checking(exp: Expectation) -> Expectation:
     if exp.silent:
         extra += (UNSIGNALED_SILENT,)
     return replace(exp, checked=exp.checked + extra) if extra else exp
+
+
+def with_data(exp: Expectation, data: str | None) -> Expectation:
+    """A receive's expectation whose (first) completion must hold `data` (the label the
+    adapter gives the bytes received; None: not compared)."""
+    if data is None or not exp.completions:
+        return exp
+    first, *rest = exp.completions
+    return replace(exp, completions=(replace(first, data=data), *rest),
+                   checked=(*exp.checked, FENCE_AFTER_READS))
 
 
 def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:

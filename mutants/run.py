@@ -50,6 +50,8 @@ CATEGORIES = (
     "imm",
     "unsignaled",
     "srq",
+    "fence",
+    "recv_error",
 )
 #: Exit statuses of ``qpconform vm`` (vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA

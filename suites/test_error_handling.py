@@ -250,3 +250,29 @@ def test_reset_discards_rc_send_in_flight(make_pair, qp_type):
     h.post_recv("b")
     h.post_send("a")
     h.quiet()
+
+
+def test_send_longer_than_the_receive(make_pair):
+    """RC: a 16-byte SEND meets a receive with room for 8: the receive completes with
+    LOC_LEN_ERR and the responder enters ERR, flushing its next receive; the responder NAKs
+    (Invalid Request): the SEND completes REM_INV_REQ_ERR and the requester enters ERR,
+    flushing what it holds (pair.rc.recv_too_short, ibta.err.recv_error)."""
+    h = make_pair(QPType.RC)
+    h.post_recv("a")
+    h.post_recv("b", short=True)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", [Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM])
+def test_short_receive_and_immediate_data(make_pair, op):
+    """RC: a SEND with immediate data is as long as a SEND (the receive is too short: ERR
+    at both ends); a WRITE with immediate places no data in the receive buffer: the short
+    receive takes it with SUCCESS."""
+    h = make_pair(QPType.RC)
+    h.post_recv("b", short=True)
+    h.post_send("a", op)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()

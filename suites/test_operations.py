@@ -217,3 +217,75 @@ def test_reads_beyond_the_initiator_depth_wait(make_pair, op):
         for i in range(4):
             h.post_send("a", op, signaled=i != 1)
     h.quiet()
+
+
+FENCE_AFTER = [Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD]
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("before", FENCE_AFTER)
+def test_fenced_send_carries_what_the_read_returned(make_pair, before):
+    """RC: a READ (or an atomic) lands in the requester's READ sink; a SEND posted right
+    behind it (no wait) with IBV_SEND_FENCE sends that sink: the fence holds it until the
+    READ completed, so the peer receives the READ's bytes (the atomic's original value),
+    never the sink's earlier ones (pair.fence.after_reads). A SEND not fenced behind it
+    completes as usual (its bytes are not compared: either would conform)."""
+    h = make_pair(QPType.RC)
+    _carried(h, before)
+    h.post_recv("b")
+    h.post_recv("b")
+    with h.back_to_back():
+        h.post_send("a", before)
+        h.post_send("a", Op.SEND, fence=True)
+        h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("before", FENCE_AFTER)
+def test_fenced_send_held_in_sqd_with_the_read(make_pair, before):
+    """InfiniBand RC: the READ (or atomic) and the fenced SEND behind it are held in SQD and
+    start together at SQD->RTS (rxe: at the next post_send's doorbell, a known quirk; the
+    WRITE after them rings it): the requester meets the fenced SEND while the READ is
+    surely outstanding, so only the fence keeps the sink's earlier bytes from going out
+    (pair.fence.after_reads)."""
+    h = make_pair(QPType.RC)
+    _carried(h, before)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.modify("a", S.SQD)
+    h.post_send("a", before)
+    h.post_send("a", Op.SEND, fence=True)
+    h.modify("a", S.RTS)
+    h.post_send("a", Op.RDMA_WRITE)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+def test_fenced_send_with_no_read_before_it(make_pair):
+    """A fenced SEND with no READ or atomic before it starts at once: the peer receives the
+    sink's first bytes; then a READ and a fenced SEND behind it on the same QP: the READ's."""
+    h = make_pair(QPType.RC)
+    h.post_recv("b")
+    h.post_send("a", Op.SEND, fence=True)
+    h.post_recv("b")
+    with h.back_to_back():
+        h.post_send("a", Op.RDMA_READ, signaled=False)
+        h.post_send("a", Op.SEND, fence=True)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("op", [Op.SEND_WITH_IMM, Op.RDMA_WRITE, Op.WRITE_WITH_IMM])
+def test_fenced_wr_behind_reads_beyond_the_depth(make_pair, op):
+    """Three READs back to back (beyond max_rd_atomic 1: they wait in turn), then a fenced
+    `op`: it starts once all three completed, and completes as the same WR without the
+    fence (a SEND with immediate delivers the READs' bytes)."""
+    h = make_pair(QPType.RC)
+    _carried(h, op)
+    h.post_recv("b")
+    with h.back_to_back():
+        for _ in range(3):
+            h.post_send("a", Op.RDMA_READ)
+        h.post_send("a", op, fence=True)
+    h.quiet()

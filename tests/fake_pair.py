@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
+from models.operations import SINK_STALE
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from models.qp import QPModel
@@ -120,6 +121,22 @@ SHARED_CQ_FAULTS = (
     "flush_touches_bystander", "bystander_wrong_qp_num", "end_as_bystander_qp_num",
     "reset_cleans_bystander", "reset_cleans_own",
 )
+#: Faults of fences and receives completing in error (FakeEnd.post_recv, FakePair.emit): a
+#: fenced SEND carries its READ sink's bytes from before the READ (the fence ignored); a
+#: SEND longer than the receive completes at both ends with SUCCESS; rxe's malformed-WQE
+#: path (the receive LOC_QP_OP_ERR, the SEND REM_OP_ERR), and near misses of it (the
+#: receive LOC_PROT_ERR; the SEND REM_OP_ERR, the receive as it should).
+FENCE_RECV_FAULTS = (
+    "fence_ignored", "short_recv_succeeds", "recv_len_err_as_malformed_wqe",
+    "recv_len_err_loc_prot_err", "recv_len_err_rem_op_err_only",
+)
+#: (receive status, SEND status) each planted fault gives a SEND longer than the receive
+#: (None: the model's).
+_RECV_LEN_STATUS = {
+    "recv_len_err_as_malformed_wqe": (WCStatus.LOC_QP_OP_ERR, WCStatus.REM_OP_ERR),
+    "recv_len_err_loc_prot_err": (WCStatus.LOC_PROT_ERR, None),
+    "recv_len_err_rem_op_err_only": (None, WCStatus.REM_OP_ERR),
+}
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
 #: How many unpolled completions cq_overrun's CQ holds.
@@ -224,12 +241,13 @@ class FakeEnd:
         return QueryResult(qp.state, draining)
 
     def post_send(
-        self, wr_id: int, op: Op, fault: Fault, signaled: bool = True, inline: bool = False
+        self, wr_id: int, op: Op, fault: Fault, signaled: bool = True, inline: bool = False,
+        fence: bool = False,
     ) -> VerbResult:
         """Post through the fake's model."""
         if self.pair.fault == "read_beyond_depth_fails" and self.pair.model.burst is None:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
-        exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline)
+        exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)
         qp = self.pair.model.qp(self.side)
@@ -249,9 +267,11 @@ class FakeEnd:
         self.pair.model.apply(self.side, exp, True)
         return True
 
-    def post_recv(self, wr_id: int) -> VerbResult:
-        """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE)."""
-        exp = self.pair.model.post_recv(self.side, wr_id)
+    def post_recv(self, wr_id: int, short: bool = False) -> VerbResult:
+        """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE;
+        short_recv_succeeds: a short receive is as long as any)."""
+        short = short and self.pair.fault != "short_recv_succeeds"
+        exp = self.pair.model.post_recv(self.side, wr_id, short)
         closing = self.pair.model.qp(self.side).state in (QPState.SQD, QPState.SQE)
         if not (closing and exp.completions and str(self.pair.fault).startswith("recv_in_clos")):
             return self._post(exp)
@@ -384,7 +404,9 @@ class FakePair:
         srq_sides: frozenset[str] = frozenset(),
         shared_cq_sides: frozenset[str] = frozenset(),
     ) -> None:
-        known = IWARP_FAULTS if iwarp else (*FAULTS, *OPS_EXTRA_FAULTS)
+        known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
+            *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS
+        )
         known = (*known, *SHARED_CQ_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
@@ -503,9 +525,14 @@ class FakePair:
         return self.fault == ("unsignaled_flush_lost" if flush else "unsignaled_error_lost")
 
     def _bent_fields(self, c: ExpectedCompletion) -> ExpectedCompletion:
-        """A completion's opcode or immediate data, the planted fault's way."""
+        """A completion's opcode, immediate data, data or status, the planted fault's way."""
+        if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR:
+            status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[0]
+            return dataclasses.replace(c, status=status or c.status)
         if c.status != WCStatus.SUCCESS:
             return c
+        if self.fault == "fence_ignored" and c.data is not None:
+            return dataclasses.replace(c, data=SINK_STALE)  # what the sink held before
         if self.fault == "read_as_write" and c.opcode == WCOpcode.RDMA_READ:
             return dataclasses.replace(c, opcode=WCOpcode.RDMA_WRITE)
         if self.fault == "atomic_as_read" and c.opcode in (WCOpcode.COMP_SWAP, WCOpcode.FETCH_ADD):
@@ -565,6 +592,8 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif rule_id == "pair.rc.recv_too_short":
+            status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif self.fault in OPS_EXTRA_FAULTS:
             status = self._bent_extra(rule_id)
         elif resumed and self.fault in (
@@ -610,7 +639,7 @@ def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
     if c.status != WCStatus.SUCCESS:
         return Completion(c.wr_id, c.queue, c.status, qp_num)
     opcode = c.opcode if c.opcode is not None else _DEFAULT_OPCODE[c.queue]
-    return Completion(c.wr_id, c.queue, c.status, qp_num, opcode, c.imm_data)
+    return Completion(c.wr_id, c.queue, c.status, qp_num, opcode, c.imm_data, c.data)
 
 
 #: The opcode of a completion the model names none for (a lone QP's SEND, its receive).

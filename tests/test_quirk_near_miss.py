@@ -89,6 +89,14 @@ class Pair:
 
 
 # -------------------------------------------------------------------------- sequences
+def send_too_long(h: PairHarness) -> None:
+    """An RC SEND longer than the peer's receive (pair.rc.recv_too_short)."""
+    h.post_recv("b", short=True)
+    h.post_recv("b")
+    h.post_send("a")
+
+
+
 def drain(notify: bool) -> Callable[[CheckedQP], None]:
     def run(qp: CheckedQP) -> None:
         sequences.drain(qp, notify)
@@ -263,6 +271,11 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
     "rxe.local_send_error_completes_as_flush": (
         Pair("bad_lkey_flush", K612, QPType.RC, bad_lkey),
         (Pair("bad_lkey_flush", K61, QPType.RC, bad_lkey),),
+    ),
+    "rxe.recv_too_short_as_malformed_wqe": (
+        Pair("recv_len_err_as_malformed_wqe", K61, QPType.RC, send_too_long),
+        (Pair("recv_len_err_loc_prot_err", K612, QPType.RC, send_too_long),
+         Pair("short_recv_succeeds", K612, QPType.RC, send_too_long)),
     ),
     "rxe.foreign_op_completes_as_flush": (
         Pair("op_not_of_type_flush", K612, QPType.UC, foreign_op),

@@ -321,11 +321,13 @@ class PyverbsQP:
         return VerbResult(True)
 
     @inflight.verb("ibv_post_recv")
-    def post_recv(self, wr_id: int) -> VerbResult:
-        """One receive WR for a buffer in the MR."""
+    def post_recv(
+        self, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN
+    ) -> VerbResult:
+        """One receive WR for a buffer in the MR (`length` bytes at `offset`)."""
         if self.closed:
             return _DESTROYED
-        return self._post_recv_to(self.qp, wr_id)
+        return self._post_recv_to(self.qp, wr_id, offset, length)
 
     @inflight.verb("ibv_post_srq_recv")
     def post_srq_recv(self, wr_id: int) -> VerbResult:
@@ -334,12 +336,14 @@ class PyverbsQP:
             return _DESTROYED
         return self._post_recv_to(self.srq, wr_id)
 
-    def _post_recv_to(self, queue: Any, wr_id: int) -> VerbResult:
+    def _post_recv_to(
+        self, queue: Any, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN
+    ) -> VerbResult:
         """One receive WR for the MR's receive buffer, posted to `queue` (the QP or its
         SRQ: both take a RecvWR); a refusal is a VerbResult."""
         pv = self._pv
         try:
-            sge = pv.wr.SGE(self.mr.buf + RECV_OFFSET, RECV_LEN, self.mr.lkey)
+            sge = pv.wr.SGE(self.mr.buf + offset, length, self.mr.lkey)
             queue.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)

@@ -85,6 +85,7 @@ class Judge:
         self.test = test
         self.known: list[Divergence] = []
         self.deferred: list[Divergence] = []  # unknown event divergences, raised by finish()
+        self.raised = False  # an unknown divergence was raised (the model may be off since)
 
     def verdict(self, d: Divergence, steps: list[dict[str, Any]]) -> Quirk | None:
         """Record `d`; return its quirk if known, None if deferred; raise if unknown."""
@@ -106,6 +107,7 @@ class Judge:
         if self.defer_events and d.kind in ("event", "missing_event"):
             self.deferred.append(d)
             return None
+        self.raised = True
         raise DivergenceError(d)
 
     def finish(self) -> None:

@@ -26,6 +26,7 @@ from models import rules, srq
 from models.enums import EventType, WCStatus
 from models.operations import (
     COMPLETION_OPCODE,
+    FENCE_AFTER_READS,
     IMM_DELIVERED,
     UNSIGNALED_FLUSH_UNRETIRED,
     UNSIGNALED_SILENT,
@@ -288,4 +289,6 @@ def _wrong_field(expected: ExpectedCompletion, wc: Completion) -> tuple[Rule, st
     if wc.queue == "recv" and wc.imm_data != expected.imm_data:
         imm = "no immediate data" if expected.imm_data is None else f"imm 0x{expected.imm_data:08x}"
         return IMM_DELIVERED, f"{completion_text(expected)} with {imm}"
+    if expected.data is not None and wc.data is not None and wc.data != expected.data:
+        return FENCE_AFTER_READS, f"{completion_text(expected)} holding {expected.data} data"
     return None

@@ -231,18 +231,24 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         fault: Fault = Fault.NONE,
         signaled: bool = True,
         inline: bool = False,
+        fence: bool = False,
     ) -> int:
         """post_send of one WR (unsignaled: it completes only in error; `inline`: posted
-        with IBV_SEND_INLINE, within the end's max_inline_data); returns its wr_id."""
+        with IBV_SEND_INLINE, within the end's max_inline_data; `fence`: with
+        IBV_SEND_FENCE, its data from the end's READ sink); returns its wr_id."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
-        exp = self.model.post_send(side, wr_id, op, fault, signaled, inline)
-        res = self.dev.end(side).post_send(wr_id, op, fault, signaled, inline)
+        exp = self.model.post_send(side, wr_id, op, fault, signaled, inline, fence)
+        end = self.dev.end(side)
+        res = (end.post_send(wr_id, op, fault, signaled, inline, fence=True) if fence
+               else end.post_send(wr_id, op, fault, signaled, inline))
         step = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
         if not signaled:
             step["signaled"] = False
         if inline:
             step["inline"] = True
+        if fence:
+            step["fence"] = True
         self.cm_step(side, exp, res, step)
         return wr_id
 
@@ -270,20 +276,25 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         self.settle()
         self.flush_notes("known" if len(self.known) > known_before else "match")
 
-    def post_recv(self, side: str) -> int:
+    def post_recv(self, side: str, short: bool = False) -> int:
         """One receive WR where the end takes its receives from (its SRQ, if it has one,
-        else its own receive queue); returns its wr_id."""
+        else its own receive queue); returns its wr_id. `short`: room for less than a SEND
+        carries (own receive queue only)."""
         if side in self.model.srq_sides:
+            if short:
+                raise ValueError("a short receive goes to the end's own receive queue")
             return self.post_srq_recv(side)
-        return self.post_qp_recv(side)
+        return self.post_qp_recv(side, short)
 
-    def post_qp_recv(self, side: str) -> int:
-        """post_recv of one WR on the end's QP (refused when it has an SRQ)."""
+    def post_qp_recv(self, side: str, short: bool = False) -> int:
+        """post_recv of one WR on the end's QP (refused when it has an SRQ); a `short` one
+        has room for less than a SEND carries."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
-        exp = self.model.post_recv(side, wr_id)
-        res = self.dev.end(side).post_recv(wr_id)
-        self.cm_step(side, exp, res, {"wr_id": wr_id})
+        exp = self.model.post_recv(side, wr_id, short)
+        end = self.dev.end(side)
+        res = end.post_recv(wr_id, short=True) if short else end.post_recv(wr_id)
+        self.cm_step(side, exp, res, {"wr_id": wr_id, **({"short": True} if short else {})})
         return wr_id
 
     def post_srq_recv(self, side: str) -> int:

@@ -91,7 +91,8 @@ def fields_text(wc: Completion) -> str:
     """'opcode RECV, imm 0x5a000007' (what a completion says beyond its status)."""
     opcode = "opcode ?" if wc.opcode is None else f"opcode {WCOpcode(wc.opcode).name}"
     imm = "no immediate data" if wc.imm_data is None else f"imm 0x{wc.imm_data:08x}"
-    return f"{opcode}, {imm}"
+    data = "" if wc.data is None else f", {wc.data} data"
+    return f"{opcode}, {imm}{data}"
 
 
 def describe_expectation(exp: Expectation) -> str:
