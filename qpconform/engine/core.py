@@ -77,6 +77,9 @@ class Engine:
     #: completion, and after a move that can raise an event late (0: none).
     completion_window: float = 0.0
     event_window: float = 0.0
+    #: Rules whose completions a transport timer decides (RC retries exhausted, RNR): their
+    #: delay measures the timer, not delivery, so windows do not follow it.
+    timer_rules: frozenset[str] = frozenset()
 
     def __init__(
         self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
@@ -486,7 +489,7 @@ class Engine:
             tags += list(found.due.tags)
         observed = f"completion {completion_text(wc)}"
         because = found.because
-        if found.due is not None:
+        if found.due is not None and found.due.rule.id not in self.timer_rules:
             self.delivery.add("completion", time.monotonic() - found.due.booked)
         if found.found in (Found.MATCH, Found.STATUS, Found.FIELDS) and found.due is not None:
             if found.found is Found.STATUS and because is not None:

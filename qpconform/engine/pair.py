@@ -110,6 +110,7 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
 
     stray_completion_rule = UNEXPECTED_COMPLETION
     poll_interval = 0.01
+    timer_rules = _TIMER_RULES | {RC_RNR_WAITING.id}  # delivery windows ignore their delay
 
     def __init__(
         self,
