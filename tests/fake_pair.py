@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 from hypothesis import seed, settings
@@ -658,6 +658,16 @@ def connected_fake(
     h = PairHarness(fake, sink=None, time_scale=0.01, variant="iwarp" if iwarp else "linux")
     h.connect()
     return h
+
+
+def scenario_divergence(h: PairHarness, scenario: Callable[[PairHarness], None]) -> Divergence:
+    """The divergence `scenario` on a faulted fake pair raises, its closing quiet window and
+    the harness's finish included; the test fails when it raises none."""
+    with pytest.raises(DivergenceError) as caught:
+        scenario(h)
+        h.quiet(0.01)
+        h.finish()
+    return caught.value.record
 
 
 def machine_divergence(machine: type[RuleBasedStateMachine]) -> Divergence:

@@ -71,9 +71,8 @@ class Executor:
             "name": dev.name, "port": dev.port, "gid_index": dev.gid_index,
             "caps": wire.caps(dev.caps), "identity": dev.identity(),
             "types": [int(t) for t in dev.supported_qp_types()],
-            "reasons": {int(t): dev.unsupported_reason(t) for t in QPType
-                        if getattr(dev, "unsupported_reason", None) and
-                        dev.unsupported_reason(t)},
+            "reasons": {int(t): why for t in QPType
+                        if (why := getattr(dev, "unsupported_reason", lambda _: None)(t))},
             "pid": os.getpid(),
         }
 
