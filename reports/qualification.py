@@ -301,7 +301,8 @@ def verdict(run: Mapping[str, Any]) -> dict[str, Any]:
         code = INCONCLUSIVE
     else:
         code = CONFORMANT
-    timing = unsure(run.get("delivery", {}), run.get("windows_closed", {}))
+    timing = unsure(run.get("delivery", {}), run.get("windows_closed", {}),
+                    run.get("delivery_slowest", {}))
     if timing and code in (CONFORMANT, KNOWN):
         code = UNSURE
     return {

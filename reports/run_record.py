@@ -85,6 +85,8 @@ class RunRecorder:
         self.situations = ChoiceBook()
         #: delivery delays (seconds) per kind, so the workers' samples merge into one summary
         self.delivery: dict[str, list[float]] = {}
+        #: per kind, the slowest delivery: [seconds, what it was]
+        self.delivery_slowest: dict[str, list[Any]] = {}
         #: lengths (s) of the quiet windows that ended an observation, per kind, and the
         #: windows this process widened (qpconform/engine/timing.py)
         self.windows_closed: dict[str, list[float]] = {}
@@ -196,6 +198,8 @@ class RunRecorder:
             "choices": {k: dict(sorted(v.items())) for k, v in sorted(self.choices.items())},
             "situations": self.situations.as_dict(),
             "delivery": {k: [round(x, 6) for x in v] for k, v in sorted(self.delivery.items())},
+            "delivery_slowest": {k: [round(v[0], 6), v[1]]
+                                 for k, v in sorted(self.delivery_slowest.items())},
             "windows_closed": {k: [round(x, 6) for x in v]
                                for k, v in sorted(self.windows_closed.items())},
             "windows_widened": list(self.windows_widened),
@@ -291,6 +295,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
     choices: dict[str, dict[str, int]] = {}
     situations = ChoiceBook()
     delivery: dict[str, list[float]] = {}
+    delivery_slowest: dict[str, list[Any]] = {}
     windows_closed: dict[str, list[float]] = {}
     windows_widened: list[str] = []
     identity: dict[str, Any] = {}
@@ -323,6 +328,9 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         unsupported.update(run.get("unsupported", {}))
         for kind, samples in run.get("delivery", {}).items():
             delivery.setdefault(kind, []).extend(samples)
+        for kind, slowest in run.get("delivery_slowest", {}).items():
+            if slowest[0] > delivery_slowest.get(kind, [-1.0])[0]:
+                delivery_slowest[kind] = list(slowest)
         for kind, lengths in run.get("windows_closed", {}).items():
             windows_closed.setdefault(kind, []).extend(lengths)
         windows_widened.extend(run.get("windows_widened", []))
@@ -378,6 +386,7 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
         "choices": {k: dict(sorted(v.items())) for k, v in sorted(choices.items())},
         "situations": situations.as_dict(),
         "delivery": dict(sorted(delivery.items())),
+        "delivery_slowest": dict(sorted(delivery_slowest.items())),
         "windows_closed": dict(sorted(windows_closed.items())),
         "windows_widened": windows_widened,
     }

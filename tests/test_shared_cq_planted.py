@@ -188,3 +188,22 @@ def test_the_traffic_machine_finds_nothing_on_a_clean_fake_with_bystanders(qp_ty
     machine.TestCase.settings = settings(max_examples=40, stateful_step_count=30,
                                          deadline=None, database=None)
     machine.TestCase().runTest()
+
+
+def test_completions_held_back_by_an_unpolled_block_are_no_delivery_samples() -> None:
+    """The engine's own hold (an unpolled block and its pause) is not the device's delay:
+    the flushes polled after it are judged but not sampled, so they widen no window and
+    make no verdict 'timing unsure'; deliveries after the block are sampled again."""
+    h = connected_fake(QPType.RC, shared_cq_sides=BY_A)
+    _with_receives(h)
+    with h.unpolled():
+        h.bystander_modify("a", S.ERR)
+        h.pause(30)  # 0.3 s at the fake's time scale: the length of a real run's pause
+    h.post_recv("a")
+    h.post_send("b", Op.SEND)
+    h.quiet(0.01)
+    h.finish()
+    samples = h.delivery.samples["completion"]
+    assert len(samples) >= 2  # the SEND's two completions
+    assert max(samples) < 0.2, h.delivery.slowest_of
+    assert h.delivery.widened == []

@@ -66,10 +66,13 @@ def test_a_window_shorter_than_the_slowest_delivery_is_unsure() -> None:
     log = DeliveryLog()
     log.follow(Windows(0.1, 1.0, "test"))
     log.note_closed("completion", 0.1)  # closed before the slow one was seen
-    log.add("completion", 0.218)
+    log.add("completion", 0.218, "pair.send.delivered on UC")
+    log.add("completion", 0.002, "ibta.err.flush on RC")
     log.note_closed("completion", log.window("completion", 0.1))  # widened: outlasts it
-    found = unsure(log.samples, log.closed)
+    found = unsure(log.samples, log.closed, log.slowest_of)
     assert len(found) == 1 and found[0].startswith("1 of 2 completion windows")
+    assert found[0].endswith("(218 ms: pair.send.delivered on UC)")  # names the slowest
+    assert "(pair.send.delivered on UC)" in log.widened[0]
     fixed = DeliveryLog()  # not following: windows stay as given
     assert fixed.window("completion", 0.1) == 0.1
     assert unsure({"completion": [0.01]}, {"completion": [0.1]}) == []
@@ -101,3 +104,33 @@ def test_bench_without_pyverbs_says_how_to_get_it(
         pytest.skip("pyverbs is installed here: the missing-pyverbs message cannot be shown")
     assert cli.main(["bench", "--device", "rxe0", "--seconds", "1"]) == 4
     assert "pyverbs" in capsys.readouterr().err
+
+
+def test_windows_are_judged_against_deliveries_of_their_own_scope() -> None:
+    """A lone QP's window is judged against lone QPs' flushes, not a pair's wire delays:
+    a slow pair completion makes no lone window unsure, a slow lone flush does."""
+    log = DeliveryLog()
+    log.follow(Windows(0.1, 1.0, "test"))
+    log.note_closed("lone QP completion", 0.1)
+    log.add("completion", 0.25, "ibta.err.recv_error on RC")
+    assert unsure(log.samples, log.closed) == []
+    log.add("lone QP completion", 0.15, "ibta.err.flush on RC")
+    found = unsure(log.samples, log.closed)
+    assert len(found) == 1 and found[0].startswith("1 of 1 lone QP completion windows")
+    assert log.window("lone QP completion", 0.1) == pytest.approx(0.225)  # its own tail
+
+
+def test_an_event_window_alone_opens_no_completion_window() -> None:
+    """A move that can only raise an event late (nothing posted, nothing delivered) puts
+    nothing at stake on the CQ: it ends no completion window."""
+    from models.enums import QPType
+    from models.qp import QPModel
+    from qpconform.engine.track import Track
+
+    track = Track(handle=None, model=QPModel(QPType.RC), qp_type=QPType.RC,  # type: ignore[arg-type]
+                  qp_num=1, steps=[])
+    track.owe_events(3, 0.03)
+    assert track.quiet_from == 3 and track.quiet_left() > 0.0
+    assert track.quiet_len == 0.0 and track.events_len == 0.03
+    track.owe_quiet(4, 0.1)
+    assert track.quiet_len == 0.1

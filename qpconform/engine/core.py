@@ -80,6 +80,14 @@ class Engine:
     #: Rules whose completions a transport timer decides (RC retries exhausted, RNR): their
     #: delay measures the timer, not delivery, so windows do not follow it.
     timer_rules: frozenset[str] = frozenset()
+    #: When the engine last stopped holding its polls back on purpose (an unpolled block):
+    #: what was due before then waited for the engine, not the device, so its delay is no
+    #: delivery sample.
+    polls_held_until: float = 0.0
+    #: Which deliveries this rule set's windows are judged against ("": a pair's, over the
+    #: wire; "lone QP": flushes a QP makes alone, which a pair's network delays say nothing
+    #: about). Its delivery kinds read "lone QP completion", "lone QP event".
+    delivery_scope: str = ""
 
     def __init__(
         self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
@@ -88,6 +96,16 @@ class Engine:
         self.device_identity = identity
         self.delivery = delivery if delivery is not None else DeliveryLog()
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
+
+    def _kind(self, kind: str) -> str:
+        """The delivery kind (timing.py) of this rule set's completions or events."""
+        return f"{self.delivery_scope} {kind}".lstrip()
+
+    def _window(self, kind: str) -> float:
+        """The quiet window of `kind` ("completion", "event") to open now: this rule set's,
+        widened by the run's deliveries of that kind."""
+        base = self.completion_window if kind == "completion" else self.event_window
+        return self.delivery.window(self._kind(kind), base)
 
     # ------------------------------------------------------------------ the rule set's part
     def tracks(self) -> list[Track]:
@@ -183,7 +201,7 @@ class Engine:
         never = len(track.ledger.never)
         track.ledger.note_never_run(track.model.never_run, exp, idx)
         if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
-            track.owe_quiet(idx, self.delivery.window("completion", self.completion_window))
+            track.owe_quiet(idx, self._window("completion"))
         return idx, known
 
     def moved(
@@ -193,7 +211,7 @@ class Engine:
         can raise an event late (SQD->SQD may start a new drain): the event window opens."""
         track.moved(before, after, step)
         if (before != after or modify) and (after in EVENT_STATES or before == QPState.SQD):
-            track.owe_events(step, self.delivery.window("event", self.event_window))
+            track.owe_events(step, self._window("event"))
 
     def log_step(
         self,
@@ -482,15 +500,17 @@ class Engine:
 
         Any completion opens the track's quiet window: a duplicate of it may follow."""
         self._saw(track, completion_text(wc))
-        track.owe_quiet(track.last(), self.delivery.window("completion", self.completion_window))
+        track.owe_quiet(track.last(), self._window("completion"))
         found = track.ledger.match(wc)
         tags = [f"status={wc.status.name}", f"queue={wc.queue}"]
         if found.due is not None:
             tags += list(found.due.tags)
         observed = f"completion {completion_text(wc)}"
         because = found.because
-        if found.due is not None and found.due.rule.id not in self.timer_rules:
-            self.delivery.add("completion", time.monotonic() - found.due.booked)
+        if (found.due is not None and found.due.rule.id not in self.timer_rules
+                and found.due.booked >= self.polls_held_until):
+            self.delivery.add(self._kind("completion"), time.monotonic() - found.due.booked,
+                              f"{found.due.rule.id} on {track.qp_type.name}")
         if found.found in (Found.MATCH, Found.STATUS, Found.FIELDS) and found.due is not None:
             if found.found is Found.STATUS and because is not None:
                 d = self.divergence(track, "status", because.rule, because.origin,
@@ -528,7 +548,9 @@ class Engine:
         last_wqe = event == EventType.QP_LAST_WQE_REACHED
         claimed = track.ledger.claim(event)
         if claimed is not None:
-            self.delivery.add("event", time.monotonic() - claimed.booked)
+            if claimed.booked >= self.polls_held_until:
+                self.delivery.add(self._kind("event"), time.monotonic() - claimed.booked,
+                                  f"{event.name} on {track.qp_type.name}")
             track.last_wqes += last_wqe
             return
         if last_wqe and track.model.srq is not None and track.last_wqes:
@@ -628,8 +650,8 @@ class Engine:
         self.observe(left, bound)
         for track in chosen:
             if track.quiet_from is not None:  # this window ends the QP's observation
-                self.delivery.note_closed("completion", track.quiet_len)
-                self.delivery.note_closed("event", track.events_len)
+                self.delivery.note_closed(self._kind("completion"), track.quiet_len)
+                self.delivery.note_closed(self._kind("event"), track.events_len)
             track.close_quiet()
 
 

@@ -368,6 +368,8 @@ class Checker(Engine):
     device run passes the run's file, writer and test (fixtures/device_fixtures.py).
     """
 
+    delivery_scope = "lone QP"
+
     def __init__(
         self,
         device: Device,

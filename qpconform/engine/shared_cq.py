@@ -162,6 +162,7 @@ class SharedCQ:
             yield
         finally:
             self._unpolled = False
+            self.polls_held_until = time.monotonic()
         self.settle()
         self.flush_notes("known" if len(self.known) > known_before else "match")
 

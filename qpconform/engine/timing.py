@@ -17,8 +17,15 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 KINDS = ("completion", "event")
+
+
+def base_kind(kind: str) -> str:
+    """'completion' of 'lone QP completion': a scoped kind (Engine.delivery_scope) shares
+    its base kind's window."""
+    return kind.rsplit(" ", 1)[-1]
 #: A window a delivery outran becomes this many times the slowest delivery of its kind.
 WIDEN_MARGIN = 1.5
 
@@ -36,6 +43,8 @@ class DeliveryLog:
     widened: list[str] = field(default_factory=list)
     #: lengths (s) of the windows that ended an observation, per kind
     closed: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    #: per kind, the slowest delivery and what it was ("rule ... on RC"): the report names it
+    slowest_of: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def follow(self, windows: Windows) -> None:
         """Judge with `windows`, widened by what this run measures."""
@@ -45,29 +54,31 @@ class DeliveryLog:
     def window(self, kind: str, base: float) -> float:
         """The window of `kind` to open now: `base`, or wider if this run's deliveries of
         that kind came later (fixed at `base` when the log does not follow)."""
-        if not self.bases or base <= 0.0:
+        if not self.bases or base <= 0.0 or base_kind(kind) not in self.bases:
             return base
         return max(base, min(self.cap, WIDEN_MARGIN * self.slowest(kind)))
 
-    def add(self, kind: str, seconds: float) -> None:
+    def add(self, kind: str, seconds: float, what: str = "") -> None:
         """One delivery, `seconds` after it was booked (a widening when it outran the
-        window in force)."""
+        window in force); `what` names it (its rule) for the report."""
         seconds = max(0.0, seconds)
-        base = self.bases.get(kind)
+        if seconds > self.slowest_of.get(kind, (-1.0, ""))[0]:
+            self.slowest_of[kind] = (seconds, what)
+        base = self.bases.get(base_kind(kind))
         before = self.window(kind, base) if base else 0.0
-        self.samples[kind].append(seconds)
+        self.samples.setdefault(kind, []).append(seconds)
         if base and seconds > before:
             after = self.window(kind, base)
             self.widened.append(
                 f"{kind} window {before * 1000:.0f} -> {after * 1000:.0f} ms after a "
-                f"{seconds * 1000:.0f} ms {kind}"
+                f"{seconds * 1000:.0f} ms {kind}" + (f" ({what})" if what else "")
                 + (" (capped at must-wait)" if after >= self.cap else "")
             )
 
     def note_closed(self, kind: str, seconds: float) -> None:
         """A window of `kind` that was `seconds` long ended an observation."""
         if seconds > 0.0:
-            self.closed[kind].append(seconds)
+            self.closed.setdefault(kind, []).append(seconds)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Per kind: count, median, 99th percentile and maximum, in milliseconds."""
@@ -97,19 +108,26 @@ class DeliveryLog:
         )
 
 
-def unsure(samples: dict[str, list[float]], closed: dict[str, list[float]]) -> list[str]:
+def unsure(
+    samples: dict[str, list[float]],
+    closed: dict[str, list[float]],
+    named: dict[str, list[Any]] | None = None,
+) -> list[str]:
     """Per kind, the windows that ended an observation shorter than the slowest delivery
     of that kind in the run (all workers' samples): what a forbidden item could have
-    slipped past. Empty: every such window outlasted every delivery."""
+    slipped past. Empty: every such window outlasted every delivery. `named`: per kind,
+    [seconds, what] of the slowest, so the text says which delivery it was."""
     out = []
-    for kind in KINDS:
+    for kind in sorted(closed):
         slowest = max(samples.get(kind) or [0.0])
         short = [w for w in closed.get(kind, []) if w < slowest]
         if short:
+            what = (named or {}).get(kind, [0.0, ""])[1]
             out.append(
                 f"{len(short)} of {len(closed[kind])} {kind} windows that ended an observation "
                 f"were shorter ({min(short) * 1000:.0f}-{max(short) * 1000:.0f} ms) than the "
-                f"slowest {kind} of the run ({slowest * 1000:.0f} ms)"
+                f"slowest {kind} of the run ({slowest * 1000:.0f} ms"
+                + (f": {what})" if what else ")")
             )
     return out
 

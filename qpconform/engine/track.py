@@ -59,7 +59,9 @@ class Track:
     def owe_events(self, step: int, seconds: float) -> None:
         """A move that can raise an event late: the event window opens (see owe_quiet); the
         QP's next modify waits out its rest, so a late event is judged against this step."""
-        self.owe_quiet(step, seconds)
+        if self.quiet_from is None:  # (not owe_quiet: no completion window is opened)
+            self.quiet_from = step
+        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
         self.events_until = max(self.events_until, time.monotonic() + seconds)
         self.events_len = max(self.events_len, seconds)
 
