@@ -450,8 +450,13 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         )
 
     def quiet(self, window: float | None = None) -> None:
-        """The deliberate "must not happen" window: observe for `window` s, then check."""
-        self.observe(self.quiet_window if window is None else window, 0.0)
+        """The deliberate "must not happen" window: observe for `window` s (default: the
+        quiet window, widened by the run's deliveries), then check. The window is noted
+        as one that ended an observation: a case or example ends with it."""
+        if window is None:
+            window = self.delivery.window(self._kind("completion"), self.quiet_window)
+            self.delivery.note_closed(self._kind("completion"), window)
+        self.observe(window, 0.0)
         self.note_watched()
         self._check_states()
 
