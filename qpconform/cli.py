@@ -78,6 +78,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 0")
+    return int(text)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -204,8 +210,13 @@ def _add_soak(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--seed", action="append", type=int, default=[],
                         help="run these seeds (repeatable) instead of fresh ones, on every target")
-    parser.add_argument("--profile", default="default", choices=["quick", "default", "thorough"],
-                        help="random Hypothesis profile (default: default)")
+    parser.add_argument("--profile", default="default",
+                        choices=["quick", "default", "thorough", soak.DERANDOMIZED],
+                        help="Hypothesis profile (default: default); ci is derandomized: every "
+                        "run draws the same examples and takes no seed")
+    parser.add_argument("--busy", type=_non_negative_int, default=0, metavar="N",
+                        help="N busy loops on the host beside each run (a saturated host must "
+                        "change no verdict: compare the runs with qpconform report --same)")
     parser.add_argument("--timeout", type=_positive, default=2400.0,
                         help="seconds per VM run before it counts as hung (default 2400)")
     parser.add_argument("--output", type=Path, default=Path("reports/out/soak"),
@@ -221,7 +232,7 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     targets = args.target or [soak.parse_target(t) for t in soak.DEFAULT_TARGETS]
     command = shlex.join(["qpconform", *sys.argv[1:]])  # as typed, for the table's header
     return soak.main(targets, args.seed, args.profile, list(args.command), args.output,
-                     args.markdown, args.timeout, command)
+                     args.markdown, args.timeout, command, args.busy)
 
 
 _SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak]

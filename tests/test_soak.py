@@ -92,3 +92,25 @@ def test_the_output_must_be_where_the_guest_can_write(tmp_path: Path) -> None:
     status = soak.main([soak.Target("trixie", "rxe", 1)], [1], "default", [], tmp_path / "x",
                        None, 60.0, "qpconform soak")
     assert status == 2
+
+
+def test_a_derandomized_soak_takes_no_seed_and_busy_loops_stop_after() -> None:
+    """--profile ci: every run draws the same examples (no --hypothesis-seed); --busy N:
+    N processes spin beside the run and are gone after it, also when it fails."""
+    target = soak.parse_target("bookworm/rxe:2")
+    cmd = soak.pytest_command(target, 1, soak.DERANDOMIZED, [])
+    assert not any(a.startswith("--hypothesis-seed") for a in cmd)
+    assert "--hypothesis-seed=7" in soak.pytest_command(target, 7, "default", [])
+    with pytest.raises(RuntimeError), soak.busy_loops(2) as spinning:
+        assert [p.poll() for p in spinning] == [None, None]  # spinning
+        raise RuntimeError("the run failed")
+    assert all(p.returncode is not None for p in spinning)
+    assert "2 busy loops" in soak.markdown([], "qpconform soak", soak.DERANDOMIZED, 2)
+
+
+def test_busy_must_be_a_whole_number(capsys: pytest.CaptureFixture[str]) -> None:
+    from qpconform import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["soak", "--busy", "two"])
+    assert "give a whole number >= 0" in capsys.readouterr().err
