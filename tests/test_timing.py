@@ -158,3 +158,21 @@ def test_a_pairs_closing_quiet_window_follows_the_tail_and_is_judged() -> None:
     assert log.closed["completion"][-1] == pytest.approx(0.3)
     assert len(unsure(log.samples, log.closed)) == 1  # the first one was shorter
     h.close()
+
+
+def test_timer_decided_completions_widen_no_window_but_lengthen_the_timer_wait() -> None:
+    """RC retries exhausted: the delay is the transport's timer. Sampled as 'timer', it
+    widens no quiet window; the wait for the next timer-decided completion follows it."""
+    from models.enums import QPType
+    from qpconform.engine.pair import TIMER_BOUND, PairHarness
+    from qpconform.engine.timing import TIMER
+    from tests.fake_pair import FakePair
+
+    log = DeliveryLog()
+    log.follow(Windows(0.1, 1.0, "test"))
+    h = PairHarness(FakePair(QPType.RC), delivery=log)
+    assert h._timer_wait() == TIMER_BOUND
+    log.add(TIMER, 4.0, "pair.rc.retry_exc on RC")
+    assert log.widened == [] and log.window("completion", 0.1) < 0.2
+    assert h._timer_wait() == pytest.approx(6.0)
+    h.close()

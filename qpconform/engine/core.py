@@ -53,7 +53,7 @@ from .text import (
     masked_attrs,
     outcome_tags,
 )
-from .timing import DeliveryLog
+from .timing import TIMER, DeliveryLog
 from .track import Track
 
 POLL_INTERVAL = 0.002
@@ -507,9 +507,10 @@ class Engine:
             tags += list(found.due.tags)
         observed = f"completion {completion_text(wc)}"
         because = found.because
-        if (found.due is not None and found.due.rule.id not in self.timer_rules
-                and found.due.booked >= self.polls_held_until):
-            self.delivery.add(self._kind("completion"), time.monotonic() - found.due.booked,
+        if found.due is not None and found.due.booked >= self.polls_held_until:
+            timer = found.due.rule.id in self.timer_rules  # its delay is a transport timer's
+            self.delivery.add(TIMER if timer else self._kind("completion"),
+                              time.monotonic() - found.due.booked,
                               f"{found.due.rule.id} on {track.qp_type.name}")
         if found.found in (Found.MATCH, Found.STATUS, Found.FIELDS) and found.due is not None:
             if found.found is Found.STATUS and because is not None:

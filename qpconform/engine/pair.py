@@ -57,7 +57,7 @@ from .pair_follow import EndState, PairFollowing, Rewind
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .shared_cq import SharedCQ
-from .timing import DeliveryLog
+from .timing import TIMER, WIDEN_MARGIN, DeliveryLog
 from .track import Track
 
 S = QPState
@@ -436,10 +436,16 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         """Observe until every due completion and event was seen (at most `bound` s; a
         completion the transport's timers decide gets `TIMER_BOUND` at least)."""
         if bound is None:
-            bound = max(self.bound, self.timer_bound) if self._timer_due() else self.bound
+            bound = self._timer_wait() if self._timer_due() else self.bound
         self.observe(0.0, bound)
         self._follow_not_started()
         self._check_states()
+
+    def _timer_wait(self) -> float:
+        """The bound on waiting for a timer-decided completion: TIMER_BOUND, or longer when
+        this run's timers took longer (a loaded host: 1.5 times the slowest, so a late one
+        is not mistaken for a missing one)."""
+        return max(self.bound, self.timer_bound, WIDEN_MARGIN * self.delivery.slowest(TIMER))
 
     def _timer_due(self) -> bool:
         """Is a completion due that only a transport timer ends (retry or RNR retries

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("completion", "event")
+#: The kind of a completion a transport timer decides (RC retries or RNR retries exhausted):
+#: sampled apart, it widens no quiet window; the wait for the next one follows it.
+TIMER = "timer"
 
 
 def base_kind(kind: str) -> str:
