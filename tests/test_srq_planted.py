@@ -173,3 +173,19 @@ def test_the_limit_fires_once_below_it() -> None:
     assert srq.take() == (2, (EventType.SRQ_LIMIT_REACHED,))
     assert srq.take() == (3, ())
     assert srq.limit == 0
+
+
+def test_each_err_episode_counts_its_own_last_wqe() -> None:
+    """A Last WQE claimed in an earlier ERR (before a RESET) must not make the next ERR's
+    early one look 'repeated' (swallowed), which left the later owed one missing (rxe
+    6.12, UC traffic machine: ERR on its own before the completion that showed it)."""
+    from models.qp import QPModel
+    from qpconform.engine.track import Track
+
+    track = Track(handle=None, model=QPModel(QPType.UC), qp_type=QPType.UC,  # type: ignore[arg-type]
+                  qp_num=1, steps=[])
+    track.last_wqes = 1
+    track.moved(QPState.ERR, QPState.ERR, 3)  # still in ERR: a further one is a repeat
+    assert track.last_wqes == 1
+    track.moved(QPState.ERR, QPState.RESET, 4)
+    assert track.last_wqes == 0

@@ -39,7 +39,7 @@ class Track:
     self_moves: list[tuple[int, str]] = field(default_factory=list)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
-    last_wqes: int = 0  # QP_LAST_WQE_REACHED events claimed (an SRQ's QP owed them)
+    last_wqes: int = 0  # QP_LAST_WQE_REACHED claimed since the QP last entered ERR
     quiet_from: int | None = None  # the first step whose quiet window is still open
     quiet_until: float = 0.0  # when the open quiet window closes (time.monotonic())
     events_until: float = 0.0  # when the open event window closes (within quiet_until)
@@ -92,6 +92,8 @@ class Track:
         if before == QPState.RTS and after == QPState.SQD:
             self.drains += 1
             self.drained_events = 0
+        if before == QPState.ERR and after != QPState.ERR:  # a new ERR owes its own Last WQE
+            self.last_wqes = 0
 
     def last_into(self, state: QPState) -> int | None:
         """The newest step that moved the QP into `state`, from another state or from
