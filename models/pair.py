@@ -165,6 +165,37 @@ RC_RECV_TOO_SHORT = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+RC_RECV_BAD_LKEY = Rule(
+    "pair.rc.recv_bad_lkey",
+    "an RC SEND (or SEND with immediate) meets a receive whose SGE names no MR (a bad "
+    "lkey): post_recv accepted it (the key is checked when data is placed); the receive "
+    "completes with LOC_PROT_ERR and the responder enters ERR, flushing the rest "
+    "(ibta.err.recv_error); the responder NAKs it (Remote Operational Error): the "
+    "requester completes it with REM_OP_ERR and enters ERR (ibta.err.send_error). Only a "
+    "SEND is judged against such a receive (a WRITE with immediate places no data in it: "
+    "not modelled)",
+    Source(
+        "IBTA and linux drivers/infiniband, rdma-core providers",
+        "IBTA ch. 9.7.5.2 Responder error behavior (an error local to the responder, such "
+        "as a receive WQE whose L_Key is not valid: Remote Operational Error NAK, the "
+        "receive WQE completes in error, the QP enters Error) and ch. 10.8.3 completion "
+        "status Local Protection Error / Remote Operation Error; man ibv_poll_cq(3): "
+        "IBV_WC_LOC_PROT_ERR 'the locally posted Work Request's buffers in the scatter/"
+        "gather list does not reference a Memory Region that is valid for the requested "
+        "operation', IBV_WC_REM_OP_ERR 'Responder QP related error that prevented the "
+        "responder from completing the request'. Accepted at post: rdma-core providers/rxe "
+        "rxe_post_one_recv() and providers/mlx5 mlx5_post_recv() copy the SGE into the WQE "
+        "unchecked (no MR table in user space). The completion status comes from the "
+        "device: mlx5 cq.c maps MLX5_CQE_SYNDROME_LOCAL_PROT_ERR -> IBV_WC_LOC_PROT_ERR and "
+        "MLX5_CQE_SYNDROME_REMOTE_OP_ERR -> IBV_WC_REM_OP_ERR; rxe rxe_resp.c send_data_in(): "
+        "copy_data() returns -EINVAL for an lkey no MR has, RESPST_ERR_MALFORMED_WQE -> "
+        "do_class_ac_error(qp, AETH_NAK_REM_OP_ERR, IB_WC_LOC_QP_OP_ERR) (the receive "
+        "LOC_QP_OP_ERR: quirk rxe.recv_bad_lkey_as_malformed_wqe)",
+        "Local Protection Error: the receive WQE's L_Key is not valid",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
 NO_EVENT_ON_COMPLETION_ERROR = Rule(
     "pair.completion_error.no_event",
     "an error reported in a completion raises no affiliated async event on the requester",
@@ -193,7 +224,7 @@ COMM_EST_ON_FIRST_PACKET = Rule(
 RULES: tuple[Rule, ...] = (
     SEND_DELIVERED, WRITE_DELIVERED, RC_RNR_EXHAUSTED, RC_RNR_WAITING, RC_RETRY_EXHAUSTED,
     UNRELIABLE_DROPPED, RC_BAD_RKEY, UC_BAD_RKEY, BAD_LKEY, NO_EVENT_ON_COMPLETION_ERROR,
-    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT,
+    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT, RC_RECV_BAD_LKEY,
 )
 
 _COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
@@ -254,6 +285,7 @@ class PairModel:
         self._fenced: dict[tuple[str, int], str] = {}
         self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
         self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
+        self._bad_lkey_recv: set[tuple[str, int]] = set()  # receives whose lkey names no MR
         #: While not None: posts go back to back (no wait between them), and this counts
         #: each side's READs and atomics among them (see `back_to_back`).
         self.burst: dict[str, int] | None = None
@@ -355,16 +387,22 @@ class PairModel:
         self._ops[(side, wr_id)] = (op, Fault.NONE)
         return self.ends[side].overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
-    def post_recv(self, side: str, wr_id: int, short: bool = False) -> Expectation:
+    def post_recv(
+        self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False
+    ) -> Expectation:
         """post_recv on one end's own receive queue (commit with apply); a `short` one has
-        room for less than a SEND carries (RC only: RC_RECV_TOO_SHORT)."""
-        if short and (self.iwarp or self.qp_type is not QPType.RC):
-            # UC/UD: a message too long for the receive is the responder's to drop or to
-            # complete in error (rxe drops it: class D); not modelled.
-            raise ValueError("the model posts a short receive on an InfiniBand RC QP only")
+        room for less than a SEND carries (RC only: RC_RECV_TOO_SHORT); a `bad_lkey` one
+        names no MR (RC only: RC_RECV_BAD_LKEY)."""
+        if (short or bad_lkey) and (self.iwarp or self.qp_type is not QPType.RC):
+            # UC/UD: a message the receive cannot take is the responder's to drop or to
+            # complete in error (rxe drops it: class D); iWARP: a DDP Terminate; not modelled.
+            raise ValueError("the model posts a short or bad-lkey receive on an InfiniBand "
+                             "RC QP only")
         exp = self.ends[side].post_recv(wr_id)
         if short:
             self._short.add((side, wr_id))
+        if bad_lkey:
+            self._bad_lkey_recv.add((side, wr_id))
         return exp
 
     def post_srq_recv(self, side: str, wr_id: int) -> Expectation:
@@ -422,7 +460,7 @@ class PairModel:
         """Pure verdict for the oldest started send of `side`.
 
         Returns (rule, requester status or None while it waits, what happens at the peer:
-        "recv", "none", "drop" or "access_error").
+        "recv", "recv_error", "recv_prot_error", "none", "drop" or "access_error").
         """
         req = self.ends[side]
         wr_id = req.in_flight[0]
@@ -456,6 +494,10 @@ class PairModel:
                 return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
             if op in (Op.SEND, Op.SEND_WITH_IMM) and (peer_side, peer.recvs[0]) in self._short:
                 return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and (
+                (peer_side, peer.recvs[0]) in self._bad_lkey_recv
+            ):
+                return RC_RECV_BAD_LKEY, WCStatus.REM_OP_ERR, "recv_prot_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
@@ -488,6 +530,8 @@ class PairModel:
             effects.append((peer_side, checking(got)))
         if at_peer == "recv_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))
+        if at_peer == "recv_prot_error":
+            effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
         sent = req.send_completed(status, op.send_opcode)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:

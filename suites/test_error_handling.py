@@ -265,6 +265,19 @@ def test_send_longer_than_the_receive(make_pair):
     h.quiet()
 
 
+def test_send_into_a_receive_with_a_bad_lkey(make_pair):
+    """RC: b's receive names no MR (its lkey's index bits flipped): post_recv takes it; a
+    SEND into it fails at both ends: the receive LOC_PROT_ERR, b in ERR flushing its next
+    receive; a Remote Operational Error NAK: the SEND REM_OP_ERR, a in ERR flushing what
+    it holds (pair.rc.recv_bad_lkey, ibta.err.recv_error)."""
+    h = make_pair(QPType.RC)
+    h.post_recv("a")
+    h.post_recv("b", bad_lkey=True)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()
+
+
 @pytest.mark.parametrize("op", [Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM])
 def test_short_receive_and_immediate_data(make_pair, op):
     """RC: a SEND with immediate data is as long as a SEND (the receive is too short: ERR

@@ -65,7 +65,7 @@ def test_traffic_state_machine(
     own seed, derived from the run's (fixtures/seeds.py). Each example's pair takes the
     receives of one end from an SRQ, or not, and shares the other end's CQs with a
     bystander QP, or not (both drawn). Under the iwarp variant, the iWARP
-    machine (RC only: other types are reported skips)."""
+    machine (RC only: other types are reported skips), drawing the bystander on "a"."""
 
     def make(
         srq_sides: tuple[str, ...] = (), shared_cq_sides: tuple[str, ...] = ()
@@ -76,7 +76,7 @@ def test_traffic_state_machine(
     if variant.connection_managed:
         if qp_type != QPType.RC:
             pytest.skip(f"iWARP QPs are RC only: no {qp_type.name} pair (iwarp.qp_type.rc_only)")
-        machine = iwarp_machine_for(make, chosen_faults())
+        machine = iwarp_machine_for(make, chosen_faults(), shared_cq=True)
     else:
         machine = machine_for(qp_type, make, chosen_faults(), srq=True, shared_cq=True)
     machine.TestCase.settings = device_settings(seeded=run_seed is not None)

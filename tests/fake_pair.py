@@ -137,6 +137,21 @@ _RECV_LEN_STATUS = {
     "recv_len_err_loc_prot_err": (WCStatus.LOC_PROT_ERR, None),
     "recv_len_err_rem_op_err_only": (None, WCStatus.REM_OP_ERR),
 }
+#: Faults of a receive whose lkey names no MR (FakeEnd.post_recv, FakePair.emit): the bad key
+#: ignored (the SEND lands, SUCCESS at both ends); rxe's malformed-WQE path (the receive
+#: LOC_QP_OP_ERR; the SEND REM_OP_ERR, as the model says), and near misses of it (the
+#: receive LOC_LEN_ERR; the SEND REM_ACCESS_ERR, the receive as it should).
+RECV_BAD_LKEY_FAULTS = (
+    "recv_bad_lkey_succeeds", "recv_bad_lkey_as_malformed_wqe", "recv_bad_lkey_loc_len_err",
+    "recv_bad_lkey_rem_access_err",
+)
+#: (receive status, SEND status) each planted fault gives a SEND into a bad-lkey receive
+#: (None: the model's).
+_RECV_BAD_LKEY_STATUS = {
+    "recv_bad_lkey_as_malformed_wqe": (WCStatus.LOC_QP_OP_ERR, None),
+    "recv_bad_lkey_loc_len_err": (WCStatus.LOC_LEN_ERR, None),
+    "recv_bad_lkey_rem_access_err": (None, WCStatus.REM_ACCESS_ERR),
+}
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
 #: How many unpolled completions cq_overrun's CQ holds.
@@ -267,11 +282,13 @@ class FakeEnd:
         self.pair.model.apply(self.side, exp, True)
         return True
 
-    def post_recv(self, wr_id: int, short: bool = False) -> VerbResult:
+    def post_recv(self, wr_id: int, short: bool = False, bad_lkey: bool = False) -> VerbResult:
         """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE;
-        short_recv_succeeds: a short receive is as long as any)."""
+        short_recv_succeeds: a short receive is as long as any; recv_bad_lkey_succeeds: a
+        bad key is as good as any)."""
         short = short and self.pair.fault != "short_recv_succeeds"
-        exp = self.pair.model.post_recv(self.side, wr_id, short)
+        bad_lkey = bad_lkey and self.pair.fault != "recv_bad_lkey_succeeds"
+        exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey)
         closing = self.pair.model.qp(self.side).state in (QPState.SQD, QPState.SQE)
         if not (closing and exp.completions and str(self.pair.fault).startswith("recv_in_clos")):
             return self._post(exp)
@@ -405,7 +422,7 @@ class FakePair:
         shared_cq_sides: frozenset[str] = frozenset(),
     ) -> None:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
-            *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS
+            *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
         known = (*known, *SHARED_CQ_FAULTS)
         if fault is not None and fault not in known:
@@ -529,6 +546,9 @@ class FakePair:
         if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR:
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[0]
             return dataclasses.replace(c, status=status or c.status)
+        if c.queue == "recv" and c.status == WCStatus.LOC_PROT_ERR:
+            status = _RECV_BAD_LKEY_STATUS.get(str(self.fault), (None, None))[0]
+            return dataclasses.replace(c, status=status or c.status)
         if c.status != WCStatus.SUCCESS:
             return c
         if self.fault == "fence_ignored" and c.data is not None:
@@ -594,6 +614,8 @@ class FakePair:
             status = _BAD_LKEY_STATUS.get(str(self.fault))
         elif rule_id == "pair.rc.recv_too_short":
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
+        elif rule_id == "pair.rc.recv_bad_lkey":
+            status = _RECV_BAD_LKEY_STATUS.get(str(self.fault), (None, None))[1]
         elif self.fault in OPS_EXTRA_FAULTS:
             status = self._bent_extra(rule_id)
         elif resumed and self.fault in (

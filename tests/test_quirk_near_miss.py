@@ -97,6 +97,13 @@ def send_too_long(h: PairHarness) -> None:
 
 
 
+def send_into_bad_lkey(h: PairHarness) -> None:
+    """An RC SEND into a receive whose lkey names no MR (pair.rc.recv_bad_lkey)."""
+    h.post_recv("b", bad_lkey=True)
+    h.post_recv("b")
+    h.post_send("a")
+
+
 def drain(notify: bool) -> Callable[[CheckedQP], None]:
     def run(qp: CheckedQP) -> None:
         sequences.drain(qp, notify)
@@ -276,6 +283,12 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         Pair("recv_len_err_as_malformed_wqe", K61, QPType.RC, send_too_long),
         (Pair("recv_len_err_loc_prot_err", K612, QPType.RC, send_too_long),
          Pair("short_recv_succeeds", K612, QPType.RC, send_too_long)),
+    ),
+    "rxe.recv_bad_lkey_as_malformed_wqe": (
+        Pair("recv_bad_lkey_as_malformed_wqe", K61, QPType.RC, send_into_bad_lkey),
+        (Pair("recv_bad_lkey_loc_len_err", K612, QPType.RC, send_into_bad_lkey),
+         Pair("recv_bad_lkey_rem_access_err", K61, QPType.RC, send_into_bad_lkey),
+         Pair("recv_bad_lkey_succeeds", K612, QPType.RC, send_into_bad_lkey)),
     ),
     "rxe.foreign_op_completes_as_flush": (
         Pair("op_not_of_type_flush", K612, QPType.UC, foreign_op),

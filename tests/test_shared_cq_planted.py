@@ -17,7 +17,7 @@ from models.pair import Op
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
-from qpconform.machines.pair import machine_for
+from qpconform.machines.pair import iwarp_machine_for, machine_for
 from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence
 
 S = QPState
@@ -145,6 +145,54 @@ def test_the_traffic_machine_catches_each_planted_shared_cq_fault(fault, rule) -
     machine = machine_for(QPType.RC, make, faults=(), srq=True, shared_cq=True)
     record = machine_divergence(machine)
     assert record.rule_id == rule
+
+
+#: The planted faults an iWARP pair can meet (no RESET: reset_cleans_bystander is not one).
+IWARP_PLANTED = [p for p in PLANTED if p[0] != "reset_cleans_bystander"]
+
+
+def _iwarp_make(fault: str | None, always: bool):
+    """The iWARP machine's `make` over fake iWARP pairs (planting `fault`): `always` gives
+    every example's "a" a bystander whatever the draw says, so a planted fault is met
+    however the exploration goes."""
+
+    def make(shared_cq_sides: tuple[str, ...] = ()) -> PairHarness:
+        sides = BY_A if always else frozenset(shared_cq_sides)
+        fake = FakePair(QPType.RC, fault, iwarp=True, shared_cq_sides=sides)
+        return PairHarness(fake, sink=None, time_scale=0.01, variant="iwarp")
+
+    return make
+
+
+@pytest.mark.parametrize(("fault", "rule"), [(f, r) for f, _, _, r in IWARP_PLANTED],
+                         ids=[p[0] for p in IWARP_PLANTED])
+def test_the_iwarp_machine_catches_each_planted_shared_cq_fault(fault, rule) -> None:
+    """The iWARP machine posts receives on the idle bystander, flushes it, and flushes or
+    closes the connected end beside it: each planted fault is found (fixed seed)."""
+    machine = iwarp_machine_for(_iwarp_make(fault, always=True), faults=(), shared_cq=True)
+    record = machine_divergence(machine)
+    assert record.rule_id == rule
+
+
+def test_the_iwarp_machine_finds_nothing_on_a_clean_fake_with_bystanders() -> None:
+    """Its draws (a bystander or not), traffic, closes, destroyed peers and reconnects on a
+    clean fake iWARP pair: no divergence, and the bystander rules were exercised."""
+    from hypothesis import settings
+
+    made: list[PairHarness] = []
+
+    def make(shared_cq_sides: tuple[str, ...] = ()) -> PairHarness:
+        made.append(_iwarp_make(None, always=False)(shared_cq_sides))
+        return made[-1]
+
+    machine = iwarp_machine_for(make, shared_cq=True)
+    machine.TestCase.settings = settings(max_examples=60, stateful_step_count=30,
+                                         deadline=None, derandomize=True, database=None)
+    machine.TestCase().runTest()
+    sides = {s.get("side") for h in made for s in h.steps}
+    assert "a.bystander" in sides
+    assert any(h.shared_cq_sides == BY_A for h in made)
+    assert any(not h.shared_cq_sides for h in made)
 
 
 def test_a_completion_naming_no_qp_of_the_cq_is_a_divergence() -> None:

@@ -322,12 +322,14 @@ class PyverbsQP:
 
     @inflight.verb("ibv_post_recv")
     def post_recv(
-        self, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN
+        self, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN,
+        lkey_flip: int = 0,
     ) -> VerbResult:
-        """One receive WR for a buffer in the MR (`length` bytes at `offset`)."""
+        """One receive WR for a buffer in the MR (`length` bytes at `offset`; `lkey_flip`:
+        bits flipped in the MR's lkey, a planted bad key)."""
         if self.closed:
             return _DESTROYED
-        return self._post_recv_to(self.qp, wr_id, offset, length)
+        return self._post_recv_to(self.qp, wr_id, offset, length, lkey_flip)
 
     @inflight.verb("ibv_post_srq_recv")
     def post_srq_recv(self, wr_id: int) -> VerbResult:
@@ -337,13 +339,14 @@ class PyverbsQP:
         return self._post_recv_to(self.srq, wr_id)
 
     def _post_recv_to(
-        self, queue: Any, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN
+        self, queue: Any, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN,
+        lkey_flip: int = 0,
     ) -> VerbResult:
         """One receive WR for the MR's receive buffer, posted to `queue` (the QP or its
         SRQ: both take a RecvWR); a refusal is a VerbResult."""
         pv = self._pv
         try:
-            sge = pv.wr.SGE(self.mr.buf + offset, length, self.mr.lkey)
+            sge = pv.wr.SGE(self.mr.buf + offset, length, int(self.mr.lkey) ^ lkey_flip)
             queue.post_recv(pv.wr.RecvWR(wr_id=wr_id, num_sge=1, sg=[sge]), None)
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)

@@ -277,25 +277,28 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         self.settle()
         self.flush_notes("known" if len(self.known) > known_before else "match")
 
-    def post_recv(self, side: str, short: bool = False) -> int:
+    def post_recv(self, side: str, short: bool = False, bad_lkey: bool = False) -> int:
         """One receive WR where the end takes its receives from (its SRQ, if it has one,
         else its own receive queue); returns its wr_id. `short`: room for less than a SEND
-        carries (own receive queue only)."""
+        carries; `bad_lkey`: its SGE names no MR (both: own receive queue only)."""
         if side in self.model.srq_sides:
-            if short:
-                raise ValueError("a short receive goes to the end's own receive queue")
+            if short or bad_lkey:
+                raise ValueError("a short or bad-lkey receive goes to the end's own queue")
             return self.post_srq_recv(side)
-        return self.post_qp_recv(side, short)
+        return self.post_qp_recv(side, short, bad_lkey)
 
-    def post_qp_recv(self, side: str, short: bool = False) -> int:
+    def post_qp_recv(self, side: str, short: bool = False, bad_lkey: bool = False) -> int:
         """post_recv of one WR on the end's QP (refused when it has an SRQ); a `short` one
-        has room for less than a SEND carries."""
+        has room for less than a SEND carries, a `bad_lkey` one names no MR."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
-        exp = self.model.post_recv(side, wr_id, short)
+        exp = self.model.post_recv(side, wr_id, short, bad_lkey)
         end = self.dev.end(side)
-        res = end.post_recv(wr_id, short=True) if short else end.post_recv(wr_id)
-        self.cm_step(side, exp, res, {"wr_id": wr_id, **({"short": True} if short else {})})
+        # only the flags asked are passed: an end that has neither (the remote executor's)
+        # still takes a plain receive
+        flags = {k: True for k, v in (("short", short), ("bad_lkey", bad_lkey)) if v}
+        res = end.post_recv(wr_id, **flags)
+        self.cm_step(side, exp, res, {"wr_id": wr_id, **flags})
         return wr_id
 
     def post_srq_recv(self, side: str) -> int:

@@ -381,8 +381,19 @@ def machine_for(
     return TrafficMachine
 
 
+def _idle_bystander(h: PairHarness, side: str) -> QPState:
+    """iWARP: the bystander of `side` brought from RESET to IDLE (INIT) if it is there;
+    returns its state (INIT or ERR: it is never connected, and an iWARP QP never leaves
+    ERR)."""
+    by = h.bystander(side).model
+    if by.state == S.RESET:
+        h.bystander_modify(side, S.INIT)
+    return by.state
+
+
 def iwarp_machine_for(
-    make: Callable[[], PairHarness], faults: Collection[str] = FAULTS
+    make: Callable[..., PairHarness], faults: Collection[str] = FAULTS,
+    shared_cq: bool = False,
 ) -> type[RuleBasedStateMachine]:
     """The machine over an iWARP pair (one RC connection made through rdma_cm).
 
@@ -391,10 +402,66 @@ def iwarp_machine_for(
     or SQE (TERMINATE) (the peer enters ERR), a destroyed peer; then a new connection on
     two new QPs (an iWARP QP is never reused). No modify back to RTS (only the connection
     manager gets there).
+
+    With `shared_cq`, each example draws whether its pair's "a" end shares its CQs with a
+    bystander QP (`make(shared_cq_sides=("a",))`; the new ends of a reconnect get a new
+    one). The bystander is never connected: it holds receives in IDLE (INIT) and flushes
+    them in ERR, its own only, while the end carries traffic and is flushed or closed
+    beside it. No RESET rules (an iWARP QP is not reused: siw keeps ERROR) and no WR posted
+    on a bystander in ERR (a user QP's post in ERR never reaches siw's kernel: the lone
+    suites judge that, under siw.user_post_in_err_never_flushed).
     """
 
     class IwarpTrafficMachine(PairMachine):
         make_pair = staticmethod(make)
+
+        if shared_cq:
+
+            @initialize(bystander=st.booleans())
+            def connect(self, bystander: bool) -> None:  # type: ignore[override]
+                self.h = self.make_pair(shared_cq_sides=("a",) if bystander else ())
+                self.h.connect()
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def bystander_recv(self) -> None:
+                """A receive on the idle bystander: it waits on the end's receive CQ,
+                untouched by the end's traffic, close and flushes."""
+                side = _bystander_end(self)
+                assert side is not None
+                self._state(side)  # (a resync reconnects: a new end, a new bystander)
+                if _idle_bystander(self.h, side) == S.INIT:
+                    self.h.bystander_post_recv(side)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule()
+            def bystander_flush(self) -> None:
+                """The bystander to ERR with a receive or more: its own receives flush on the
+                end's CQs, naming its qp_num; the end's WRs stay posted."""
+                side = _bystander_end(self)
+                assert side is not None
+                self._state(side)
+                if _idle_bystander(self.h, side) == S.ERR:
+                    return
+                if not self.h.bystander(side).model.recvs:
+                    self.h.bystander_post_recv(side)
+                self.h.bystander_modify(side, S.ERR)
+
+            @precondition(lambda self: _bystander_end(self) is not None)
+            @rule(how=st.sampled_from([S.ERR, S.SQD, S.SQE]))
+            def end_flush_over_bystander(self, how: QPState) -> None:
+                """The connected end to ERR, CLOSING (SQD) or TERMINATE (SQE) while its
+                bystander holds a receive: the end's flush must leave the bystander's WRs
+                posted."""
+                side = _bystander_end(self)
+                assert side is not None
+                if self._state(side) != S.RTS:
+                    return
+                if _idle_bystander(self.h, side) == S.INIT and not (
+                    self.h.bystander(side).model.recvs
+                ):
+                    self.h.bystander_post_recv(side)
+                self.h.modify(side, how)
 
         @rule(side=SIDES, op=st.sampled_from(IWARP_OPS))
         def post_send(self, side: str, op: Op) -> None:
