@@ -15,7 +15,7 @@ does not run. Each reply is
 ``["ok", value, seen]`` or ``["err", kind, message]``: `seen` carries what every open QP
 showed right after the verb (its completions and events; a modify also returns the QP's
 query_qp), so the engine's reads after a step cost no round trip (None: a request that
-touches no QP). Kinds:
+touches no QP; a post's reply carries its QP's query_qp too). Kinds:
 "unsupported" (a QP type the device cannot create: a reported skip), "lost" (the device
 failed: a failure), "error" (anything else: a failure naming the verb).
 """
@@ -61,8 +61,8 @@ class Executor:
             "create_qp": self.create_qp,
             "modify": self.modify,
             "query": lambda q: wire.query_result(self.qps[q].query()),
-            "post_send": lambda q, wr_id: wire.verb_result(self.qps[q].post_send(wr_id)),
-            "post_recv": lambda q, wr_id: wire.verb_result(self.qps[q].post_recv(wr_id)),
+            "post_send": lambda q, wr_id: self.post(q, "post_send", wr_id),
+            "post_recv": lambda q, wr_id: self.post(q, "post_recv", wr_id),
             "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
             "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
             "destroy": self.destroy,
@@ -93,6 +93,14 @@ class Executor:
     def modify(self, q: int, attrs: dict[str, int], mask: int) -> list[Any]:
         qp = self.qps[q]
         result = qp.modify(attrs, Attr(mask))
+        return [wire.verb_result(result), wire.query_result(qp.query())]
+
+    def post(self, q: int, verb: str, wr_id: int) -> list[Any]:
+        """A post and the QP's query_qp after it: the engine reads the state back after the
+        rule's last post (the state check), and a reply that carries it saves that round
+        trip (a further post replaces it)."""
+        qp = self.qps[q]
+        result = getattr(qp, verb)(wr_id)
         return [wire.verb_result(result), wire.query_result(qp.query())]
 
     def destroy(self, q: int) -> None:

@@ -3,7 +3,7 @@
 host, at native speed; each verb is one round trip.
 
 A step costs one round trip: after every verb that can change something the executor
-reads all its QPs (completions, events; a modify's query_qp) into the reply, and the
+reads all its QPs (completions, events; a modify's or a post's query_qp) into the reply, and the
 engine's reads right after the step are answered from that (`_Seen`), once. A later read
 asks the device again. A destroy costs none: it is deferred and sent ahead of the next
 request in the same frame (nothing of a destroyed QP is read in between: the engine has
@@ -106,7 +106,7 @@ class _Seen:
     completions: list[Completion] = field(default_factory=list)
     events: list[AsyncEvent] = field(default_factory=list)
     trip: int = -1  # the round trip whose reply filled it
-    query: QueryResult | None = None  # a modify's read-back, for the next query()
+    query: QueryResult | None = None  # a modify's or post's read-back, for the next query()
 
 
 class RemoteQP:
@@ -142,14 +142,18 @@ class RemoteQP:
         return wire.to_query_result(self._call("query"))
 
     def post_send(self, wr_id: int) -> VerbResult:
-        if self.closed:
-            return VerbResult(False, None, "destroyed")
-        return wire.to_verb_result(self._call("post_send", wr_id))
+        return self._post("post_send", wr_id)
 
     def post_recv(self, wr_id: int) -> VerbResult:
+        return self._post("post_recv", wr_id)
+
+    def _post(self, verb: str, wr_id: int) -> VerbResult:
+        """A post; its reply's query_qp answers the state check after it (as a modify's)."""
         if self.closed:
             return VerbResult(False, None, "destroyed")
-        return wire.to_verb_result(self._call("post_recv", wr_id))
+        result, query = self._call(verb, wr_id)
+        self.seen.query = wire.to_query_result(query)
+        return wire.to_verb_result(result)
 
     def poll(self) -> list[Completion]:
         if self.closed:
