@@ -220,3 +220,17 @@ def test_the_pool_keeps_no_more_than_asked(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(pool.free) == 2 and len(stack) == 2 and pool.discarded == 1
     stack.close()
     assert pool.opened == 3
+
+
+def test_after_the_executor_is_gone_every_call_fails_at_once() -> None:
+    import time
+
+    with remote(FakeDevice()) as dev:
+        qp = dev.create_qp(QPType.RC)
+        dev.channel.sock.shutdown(2)
+        with pytest.raises(DeviceLost):
+            qp.query()
+        start = time.monotonic()
+        with pytest.raises(DeviceLost, match="went away earlier"):
+            dev.create_qp(QPType.RC)  # a replay: no wait for a dead guest
+        assert time.monotonic() - start < 1.0

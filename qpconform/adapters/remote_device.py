@@ -62,6 +62,8 @@ class Channel:
         reported."""
         if self.closed:
             raise DeviceLost(f"{self.label}: the executor session is closed")
+        if self.broken:  # a replay after the loss must not wait VERB_BOUND for a dead guest
+            raise DeviceLost(f"{self.label}: the executor went away earlier in this session")
         start = time.perf_counter()
         try:
             wire.write_frame(self.fd, ["then", before, request] if before else request)
