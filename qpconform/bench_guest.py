@@ -30,7 +30,24 @@ def _verbs(device: Any) -> dict[str, Callable[..., Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return executor.main(argv, extra=_verbs, prog="python3 -m qpconform.bench_guest")
+    """Serve the host's bench; then the leak check: the device's kernel object counts
+    must be back where they were (the executor's pooled sets included)."""
+    from fixtures import leaks
+
+    name = executor.arguments("bench_guest").parse_known_args(argv)[0].device
+    before = leaks.snapshot(name)
+    status = executor.main(argv, extra=_verbs, prog="python3 -m qpconform.bench_guest")
+    grown = leaks.check(name, before)
+    if before is None:
+        print("qpconform bench: executor leak check: counts unknown (no rdma tool)",
+              file=sys.stderr)
+    elif grown:
+        print(f"qpconform bench: executor leak check: LEAKED {grown}", file=sys.stderr)
+        return 1
+    else:
+        print(f"qpconform bench: executor leak check: nothing leaked ({before})",
+              file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -35,5 +35,7 @@ def remote(device: Any) -> Iterator[RemoteDevice]:
     try:
         yield remote_device
     finally:
-        remote_device.close()
-        thread.join(10.0)
+        try:
+            remote_device.close()
+        finally:  # close() may raise (a deferred destroy failed): the executor still ends
+            thread.join(10.0)

@@ -8,11 +8,14 @@ under 2 ms on the host; the verbs themselves cost tens of microseconds. So the e
 on the host (qpconform/adapters/remote_device.py) and only this loop runs in the guest
 (syzkaller's split of manager and executor).
 
-One request is a list ``[verb, *args]``, or ``["batch", [request, ...]]``. Each reply is
+One request is a list ``[verb, *args]``, or ``["batch", [request, ...]]``, or
+``["then", [earlier, ...], request]``: the earlier requests (the host's deferred destroys)
+run first, without reading any QP; if one fails, its error is the reply and `request`
+does not run. Each reply is
 ``["ok", value, seen]`` or ``["err", kind, message]``: `seen` carries what every open QP
 showed right after the verb (its completions and events; a modify also returns the QP's
 query_qp), so the engine's reads after a step cost no round trip (None: a request that
-touches no QP). Kinds:
+touches no QP; a post's reply carries its QP's query_qp too). Kinds:
 "unsupported" (a QP type the device cannot create: a reported skip), "lost" (the device
 failed: a failure), "error" (anything else: a failure naming the verb).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import select
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +39,9 @@ from qpconform.engine.device import Device, DeviceLost, QPHandle, UnsupportedQPT
 #: Requests that touch no QP: their reply reads nothing (`seen` is None). After every other
 #: request every open QP is read (poll and events) into the reply.
 _READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machine"})
+#: Resource sets (Context, PD, CQs, MR) of destroyed QPs kept for the next ones: the lone
+#: machine has at most 3 QPs open (qpconform/machines/lone.py MachineConfig.max_qps).
+POOL = 4
 #: How often "watch" looks at the CQs (completions have no fd without a channel).
 _WATCH_POLL = 0.002
 
@@ -54,8 +61,8 @@ class Executor:
             "create_qp": self.create_qp,
             "modify": self.modify,
             "query": lambda q: wire.query_result(self.qps[q].query()),
-            "post_send": lambda q, wr_id: wire.verb_result(self.qps[q].post_send(wr_id)),
-            "post_recv": lambda q, wr_id: wire.verb_result(self.qps[q].post_recv(wr_id)),
+            "post_send": lambda q, wr_id: self.post(q, "post_send", wr_id),
+            "post_recv": lambda q, wr_id: self.post(q, "post_recv", wr_id),
             "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
             "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
             "destroy": self.destroy,
@@ -88,6 +95,14 @@ class Executor:
         result = qp.modify(attrs, Attr(mask))
         return [wire.verb_result(result), wire.query_result(qp.query())]
 
+    def post(self, q: int, verb: str, wr_id: int) -> list[Any]:
+        """A post and the QP's query_qp after it: the engine reads the state back after the
+        rule's last post (the state check), and a reply that carries it saves that round
+        trip (a further post replaces it)."""
+        qp = self.qps[q]
+        result = getattr(qp, verb)(wr_id)
+        return [wire.verb_result(result), wire.query_result(qp.query())]
+
     def destroy(self, q: int) -> None:
         qp = self.qps.pop(q, None)
         if qp is not None:
@@ -102,37 +117,56 @@ class Executor:
             left = deadline - time.monotonic()
             if seen or left <= 0:
                 return seen
-            nap = min(_WATCH_POLL, left)
-            time.sleep(nap)
-            self.waited += nap
+            started = time.monotonic()
+            fds = [fd for qp in self.qps.values() if (fd := _event_fd(qp)) is not None]
+            if fds:  # an event ends the nap at once; completions are seen at the next poll
+                select.select(fds, [], [], min(_WATCH_POLL, left))
+            else:
+                time.sleep(min(_WATCH_POLL, left))
+            self.waited += time.monotonic() - started
 
     def stats(self) -> dict[str, float]:
-        """Where the guest's time went so far (the benchmark's cost split)."""
+        """Where the guest's time went so far (the benchmark's cost split), and what the
+        device's pool of resource sets saved."""
+        pool = getattr(self.device, "pool", None)
         return {"busy": self.busy, "waited": self.waited,
-                "in_verbs": inflight.seconds_in_verbs()}
+                "in_verbs": inflight.seconds_in_verbs(),
+                "sets_opened": pool.opened if pool else 0,
+                "sets_reused": pool.reused if pool else 0,
+                "sets_discarded": pool.discarded if pool else 0}
 
     def seen(self) -> dict[int, list[Any]]:
         """Completions and events every open QP shows now (only the QPs that show some
         are listed; the host treats the others as having shown nothing)."""
         out: dict[int, list[Any]] = {}
+        fds = {q: fd for q, qp in self.qps.items() if (fd := _event_fd(qp)) is not None}
+        # one select() for every QP's async fd: only those with an event pending are read
+        ready = set(select.select(list(fds.values()), [], [], 0.0)[0]) if fds else set()
         for q, qp in self.qps.items():
             done = qp.poll()
-            events = qp.events(0.0)
+            events = qp.events(0.0) if q not in fds or fds[q] in ready else []
             if done or events:
                 out[q] = [[wire.completion(c) for c in done], [wire.event(e) for e in events]]
         return out
 
     # -------------------------------------------------------------------------- serving
-    def handle(self, request: list[Any]) -> list[Any]:
+    def handle(self, request: list[Any], read: bool = True) -> list[Any]:
+        """The reply to one request; `read`: with what every QP shows after it."""
         verb, args = request[0], request[1:]
         if verb == "batch":
             return ["ok", [self.handle(r) for r in args[0]], None]
+        if verb == "then":
+            for earlier in args[0]:
+                failed = self._run_quietly(earlier)
+                if failed is not None:
+                    return failed
+            return self.handle(args[1])
         try:
             value = self.handlers[verb](*args)
             if verb == "watch":
                 value, seen = None, value
             else:
-                seen = None if verb in _READ_NOTHING else self.seen()
+                seen = None if verb in _READ_NOTHING or not read else self.seen()
         except UnsupportedQPType as exc:
             return ["err", "unsupported", str(exc)]
         except DeviceLost as exc:
@@ -142,6 +176,14 @@ class Executor:
         except Exception as exc:
             return ["err", "error", f"{verb}: {type(exc).__name__}: {exc}"]
         return ["ok", value, seen]
+
+    def _run_quietly(self, request: list[Any]) -> list[Any] | None:
+        """Run a deferred request, reading no QP; its error reply (named as deferred), or
+        None."""
+        reply = self.handle(request, read=False)
+        if reply[0] == "ok":
+            return None
+        return [reply[0], reply[1], f"{reply[2]} (deferred: reported with the next verb)"]
 
     def serve(self, fd_in: int, fd_out: int) -> None:
         """Answer requests until "bye" or the host goes away; then free everything."""
@@ -163,6 +205,11 @@ class Executor:
                 qp.destroy()
             self.qps.clear()
             self.device.close()
+
+
+def _event_fd(qp: QPHandle) -> int | None:
+    """The fd that becomes readable when the QP has an event pending, if it has one."""
+    return getattr(qp, "event_fd", None)
 
 
 def find_port(name: str) -> str:
@@ -203,7 +250,7 @@ def main(
     else:
         fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     try:
-        device = open_device(args.device, args.port)
+        device = open_device(args.device, args.port, pool=POOL)
         executor = Executor(device, extra(device) if extra else None)
         hello = executor.hello()
     except Exception as exc:

@@ -5,6 +5,11 @@ the Context whose async fd delivered an event says which QP it belongs to); it i
 created in RESET; a refused verb is an observation (a VerbResult with the errno),
 never an exception; the state always comes from ibv_query_qp. pyverbs_device.py opens
 the device and makes these.
+
+A device opened with a pool (the guest's executor: qpconform/adapters/executor.py) hands a
+plain QP a pooled `ResourceSet` (Context, PD, MR, CQs) that an earlier, destroyed QP used:
+opening them is most of what creating a QP costs under TCG. `SetPool` says when a set is
+fit to be reused.
 """
 
 from __future__ import annotations
@@ -181,15 +186,26 @@ class PyverbsQP:
         self._stack = ResourceStack()
         self._ah: Any = None
         self._qkey = DEFAULT_QKEY
+        self._set: ResourceSet | None = None  # a pooled set this QP borrowed (device.pool)
+        self._cq_error = False  # a CQ_ERR was read: its set is not reused
         try:
             self._create()
         except BaseException:
-            self._stack.close()
+            try:
+                self._stack.close()
+            finally:
+                self._return_set(reuse=True)  # no QP was made on it: take() checks it anyway
             raise
         self.qp_num: int = int(self.qp.qp_num)
 
     def _create(self) -> None:
         pv, st = self._pv, self._stack
+        pool: SetPool | None = getattr(self.device, "pool", None)
+        if pool is not None and not self.with_srq and self.qp_type is not QPType.XRC_RECV:
+            self._set = pool.take()
+            self._set.lend_to(self)
+            self.qp = st.push(self._new_qp(), "qp")
+            return
         opened = open_context(pv, self.device.name, st, "context")
         self.ctx = opened.ctx
         self.async_fd = opened.async_fd
@@ -406,6 +422,7 @@ class PyverbsQP:
         for raw in drain_events(self.ctx, self.async_fd, timeout):
             if raw in EventType._value2member_map_ and EventType(raw) in _QP_EVENTS:
                 out.append(AsyncEvent(EventType(raw), self.qp_num))
+                self._cq_error = self._cq_error or raw == EventType.CQ_ERR
         return out
 
     @inflight.verb("ibv_destroy_qp")
@@ -415,10 +432,113 @@ class PyverbsQP:
             return
         self.closed = True
         self.event_fd = None
+        destroyed = False
         try:
             self._stack.close()
+            destroyed = True
         finally:
-            self.device.forget(self)
+            try:  # a set whose QP did not go cleanly, or whose CQ overran, is closed
+                self._return_set(reuse=destroyed and not self._cq_error)
+            finally:
+                self.device.forget(self)
+
+    def _return_set(self, reuse: bool) -> None:
+        """Give the borrowed set back to the device's pool (closed there unless `reuse`)."""
+        lent, self._set = self._set, None
+        if lent is not None:
+            self.device.pool.give(lent, reuse)
+
+
+class ResourceSet:
+    """A Context (its async fd tells this QP's events apart), a PD, an MR and send and
+    receive CQs: what a plain QP is made of besides itself, kept by a `SetPool` between
+    the QPs that borrow it. Its own ResourceStack closes it."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.stack = ResourceStack()
+        self.ctx: Any = None
+        self.async_fd: int | None = None
+
+    def open(self, pv: pc.Pyverbs, name: str) -> None:
+        st = self.stack
+        opened = open_context(pv, name, st, "context")
+        self.ctx, self.async_fd = opened.ctx, opened.async_fd
+        self.pd = st.push(pv.pd.PD(self.ctx), "pd")
+        self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
+        self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
+        self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
+
+    def lend_to(self, qp: PyverbsQP) -> None:
+        """Make the set's objects the QP's own (as _create would have opened them)."""
+        qp.ctx, qp.async_fd, qp.event_fd = self.ctx, self.async_fd, self.async_fd
+        qp.pd, qp.mr, qp.send_cq, qp.recv_cq = self.pd, self.mr, self.send_cq, self.recv_cq
+
+    def clean(self) -> bool:
+        """Is the set fit for a new QP: nothing left on its CQs, no event pending on its
+        Context? Whatever is there belongs to a QP destroyed earlier (the kernel drops a
+        destroyed QP's unread events, ib_uverbs_release_uevent(), and its tasks are
+        stopped: nothing of it comes later), so it must not reach the next QP's ledger,
+        where a reused wr_id could match it. A set with anything left is closed instead,
+        which is what closing it at destroy did to it before: unseen, unjudged, and never
+        blamed on another QP. A Context whose async fd could not be told apart is never
+        reused (its pending events cannot be checked)."""
+        if self.async_fd is None:
+            return False
+        for cq in (self.send_cq, self.recv_cq):
+            count, _wcs = cq.poll(num_entries=1)
+            if count:
+                return False
+        return not select.select([self.async_fd], [], [], 0.0)[0]
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+class SetPool:
+    """Resource sets of destroyed QPs, lent again to new plain QPs of one device.
+
+    Every set is on the device's ResourceStack from the moment it exists, so closing the
+    device (at the end, on failure, on Ctrl-C) closes the free ones and the lent ones
+    (after their QPs: a QP is always pushed after the set it borrows). At most `keep`
+    free sets are kept; a set that is not clean when it is taken is closed, never lent.
+    """
+
+    def __init__(self, pv: pc.Pyverbs, name: str, stack: ResourceStack, keep: int) -> None:
+        self.pv, self.name, self.stack, self.keep = pv, name, stack, keep
+        self.free: list[ResourceSet] = []
+        self._serial = 0
+        self.opened = self.reused = self.discarded = 0  # what the pool saved (stats)
+
+    def take(self) -> ResourceSet:
+        """A clean free set, else a new one."""
+        while self.free:
+            found = self.free.pop()
+            if found.clean():
+                self.reused += 1
+                return found
+            self.discard(found)
+        self._serial += 1
+        made = self.stack.push(ResourceSet(f"set#{self._serial}"), f"set#{self._serial}")
+        try:
+            made.open(self.pv, self.name)
+        except BaseException:
+            self.discard(made)
+            raise
+        self.opened += 1
+        return made
+
+    def give(self, lent: ResourceSet, reuse: bool) -> None:
+        """A QP is done with `lent`: kept for the next one if `reuse` and there is room."""
+        if reuse and len(self.free) < self.keep and not self.stack.closed:
+            self.free.append(lent)
+        else:
+            self.discard(lent)
+
+    def discard(self, lent: ResourceSet) -> None:
+        self.stack.forget(lent.label)
+        self.discarded += 1
+        lent.close()
 
 
 class SharedCQQP(PyverbsQP):

@@ -3,10 +3,14 @@
 host, at native speed; each verb is one round trip.
 
 A step costs one round trip: after every verb that can change something the executor
-reads all its QPs (completions, events; a modify's query_qp) into the reply, and the
+reads all its QPs (completions, events; a modify's or a post's query_qp) into the reply, and the
 engine's reads right after the step are answered from that (`_Seen`), once. A later read
-asks the device again. A dead or silent executor is a lost device (DeviceLost), never a
-skip.
+asks the device again. A destroy costs none: it is deferred and sent ahead of the next
+request in the same frame (nothing of a destroyed QP is read in between: the engine has
+forgotten it, and the executor runs the destroy first); if it fails, that next request
+does not run and raises the destroy's error, so a failed destroy is still a failure
+(close() sends what is left). A dead or silent executor is a lost device (DeviceLost),
+never a skip.
 """
 
 from __future__ import annotations
@@ -45,23 +49,35 @@ class Channel:
         self.fd = sock.fileno()
         self.round_trips = 0
         self.by_verb: Counter[str] = Counter()  # round trips per verb: what a step costs
+        self.carried: Counter[str] = Counter()  # deferred requests sent ahead of another
         self.seconds = 0.0  # spent waiting for replies (transport + guest)
         self.closed = False
+        self.broken = False  # the wire failed: the executor is gone
 
-    def call(self, request: list[Any], wait: float = 0.0) -> tuple[Any, dict[int, Any] | None]:
-        """Send one request, return (value, seen: None if the executor read no QP); raise
-        what the executor reported."""
+    def call(
+        self, request: list[Any], wait: float = 0.0, before: list[list[Any]] | None = None
+    ) -> tuple[Any, dict[int, Any] | None]:
+        """Send one request (after the deferred requests `before`, in the same frame),
+        return (value, seen: None if the executor read no QP); raise what the executor
+        reported."""
         if self.closed:
             raise DeviceLost(f"{self.label}: the executor session is closed")
+        if self.broken:  # a replay after the loss must not wait VERB_BOUND for a dead guest
+            raise DeviceLost(f"{self.label}: the executor went away earlier in this session")
         start = time.perf_counter()
         try:
-            wire.write_frame(self.fd, request)
+            wire.write_frame(self.fd, ["then", before, request] if before else request)
             reply = wire.read_frame(self.fd, VERB_BOUND + wait, f"{self.label} ({request[0]})")
-        except OSError as exc:
+        except (OSError, DeviceLost) as exc:
+            self.broken = True
+            if isinstance(exc, DeviceLost):
+                raise
             raise DeviceLost(f"{self.label}: the executor went away ({exc})") from None
         finally:
             self.round_trips += 1
             self.by_verb[request[0]] += 1
+            for earlier in before or ():
+                self.carried[earlier[0]] += 1
             self.seconds += time.perf_counter() - start
         if reply[0] == "ok":
             seen = reply[2]
@@ -92,7 +108,7 @@ class _Seen:
     completions: list[Completion] = field(default_factory=list)
     events: list[AsyncEvent] = field(default_factory=list)
     trip: int = -1  # the round trip whose reply filled it
-    query: QueryResult | None = None  # a modify's read-back, for the next query()
+    query: QueryResult | None = None  # a modify's or post's read-back, for the next query()
 
 
 class RemoteQP:
@@ -128,14 +144,18 @@ class RemoteQP:
         return wire.to_query_result(self._call("query"))
 
     def post_send(self, wr_id: int) -> VerbResult:
-        if self.closed:
-            return VerbResult(False, None, "destroyed")
-        return wire.to_verb_result(self._call("post_send", wr_id))
+        return self._post("post_send", wr_id)
 
     def post_recv(self, wr_id: int) -> VerbResult:
+        return self._post("post_recv", wr_id)
+
+    def _post(self, verb: str, wr_id: int) -> VerbResult:
+        """A post; its reply's query_qp answers the state check after it (as a modify's)."""
         if self.closed:
             return VerbResult(False, None, "destroyed")
-        return wire.to_verb_result(self._call("post_recv", wr_id))
+        result, query = self._call(verb, wr_id)
+        self.seen.query = wire.to_query_result(query)
+        return wire.to_verb_result(result)
 
     def poll(self) -> list[Completion]:
         if self.closed:
@@ -165,7 +185,7 @@ class RemoteQP:
             return
         self.closed = True
         self.device.forget(self)
-        self._call("destroy")
+        self.device.defer(["destroy", self.qid])
 
 
 class RemoteDevice:
@@ -182,13 +202,23 @@ class RemoteDevice:
         self._types = [QPType(t) for t in hello["types"]]
         self._reasons = {QPType(int(t)): r for t, r in hello.get("reasons", {}).items()}
         self._qps: dict[int, RemoteQP] = {}
+        self._deferred: list[list[Any]] = []  # sent ahead of the next request
         self.closed = False
 
     def call(self, request: list[Any], wait: float = 0.0) -> Any:
-        value, seen = self.channel.call(request, wait)
+        value, seen = self._send(request, wait)
         if seen is not None:
             self._take(seen)
         return value
+
+    def _send(self, request: list[Any], wait: float = 0.0) -> tuple[Any, dict[int, Any] | None]:
+        """One round trip carrying the deferred requests first."""
+        before, self._deferred = self._deferred, []
+        return self.channel.call(request, wait, before)
+
+    def defer(self, request: list[Any]) -> None:
+        """Send `request` ahead of the next one (a destroy: nothing to wait for)."""
+        self._deferred.append(request)
 
     def watch(self, timeout: float) -> None:
         """Wait up to `timeout` in the guest for anything on any QP; what came is handed
@@ -218,7 +248,7 @@ class RemoteDevice:
     def create_qp(self, qp_type: QPType) -> RemoteQP:
         if QPType(qp_type) in self._reasons:
             raise UnsupportedQPType(self._reasons[QPType(qp_type)])
-        value, seen = self.channel.call(["create_qp", int(qp_type)])  # before the QP is known
+        value, seen = self._send(["create_qp", int(qp_type)])  # before the QP is known
         qid, qp_num, valid = value
         qp = RemoteQP(self, qid, QPType(qp_type), qp_num, dict(valid))
         self._qps[qid] = qp
@@ -233,15 +263,20 @@ class RemoteDevice:
         self._qps.pop(qp.qid, None)
 
     def close(self) -> None:
-        """Destroy what is left and end the session (the executor frees the rest)."""
+        """Destroy what is left and end the session (the executor frees the rest). A
+        deferred destroy that fails here raises, after the session ended (unless the
+        executor is gone already: that was raised where it happened)."""
         if self.closed:
             return
         self.closed = True
         for qp in list(self._qps.values()):
-            try:
-                qp.destroy()
-            except (DeviceLost, RuntimeError):
-                break
+            qp.destroy()
+        try:
+            if self._deferred and not self.channel.broken:
+                self.call(["ping"])
+        except (DeviceLost, RuntimeError):
+            self.channel.close()
+            raise
         self.channel.close()
 
 
