@@ -176,3 +176,27 @@ def test_timer_decided_completions_widen_no_window_but_lengthen_the_timer_wait()
     assert log.widened == [] and log.window("completion", 0.1) < 0.2
     assert h._timer_wait() == pytest.approx(6.0)
     h.close()
+
+
+def test_an_allowed_event_is_no_delivery_sample() -> None:
+    """siw's QP_FATAL after a failed send (a "may" event) came seconds later, once the TCP
+    connection ended, and widened every event window of the run to must-wait: an event
+    nobody owed measures no window."""
+    from models.enums import QPType
+    from models.pair import Fault
+    from qpconform.engine.pair import PairHarness
+    from tests.fake_pair import FakePair
+
+    log = DeliveryLog()
+    log.follow(Windows(0.1, 1.0, "test"))
+    h = PairHarness(FakePair(QPType.RC, iwarp=True), time_scale=0.01,
+                    delivery=log, variant="iwarp")
+    h.connect()
+    from models.enums import EventType
+
+    h.dev.ends["a"].async_events.append(EventType.QP_FATAL)  # read after the post: allowed
+    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.quiet(0.01)
+    assert "event QP_FATAL" in str(h.ends["a"].steps)  # it came, and was judged (allowed)
+    assert not log.samples.get("event"), log.slowest_of
+    h.close()

@@ -547,9 +547,12 @@ class Engine:
         if drained:
             track.drained_events += 1
         last_wqe = event == EventType.QP_LAST_WQE_REACHED
+        owed = any(r.event == event for r in track.ledger.required)  # claimed first
         claimed = track.ledger.claim(event)
         if claimed is not None:
-            if claimed.booked >= self.polls_held_until:
+            # an allowed ("may") event owes no delivery: its delay (siw's QP_FATAL after
+            # the TCP connection ended: seconds) measures no window
+            if owed and claimed.booked >= self.polls_held_until:
                 self.delivery.add(self._kind("event"), time.monotonic() - claimed.booked,
                                   f"{event.name} on {track.qp_type.name}")
             track.last_wqes += last_wqe
