@@ -94,3 +94,35 @@ def test_a_bad_lkey_receive_goes_to_the_own_queue_only() -> None:
     h = connected_fake(QPType.RC, srq_sides=frozenset({"b"}))
     with pytest.raises(ValueError):
         h.post_recv("b", bad_lkey=True)
+
+
+def test_the_traffic_machine_catches_a_bad_lkey_receive_that_succeeds() -> None:
+    """The machine draws receives whose lkey names no MR: a device that completes a SEND
+    into one with SUCCESS is caught, under the rule or the error it owes."""
+    from qpconform.machines.pair import machine_for
+    from tests.fake_pair import FakePair, machine_divergence
+
+    def make() -> PairHarness:
+        return PairHarness(FakePair(QPType.RC, "recv_bad_lkey_succeeds"), sink=None,
+                           time_scale=0.01)
+
+    record = machine_divergence(machine_for(QPType.RC, make, faults=("bad_lkey_recv",)))
+    assert record.rule_id in (RC_RECV_BAD_LKEY.id, "ibta.err.recv_error",
+                              "ibta.err.send_error")
+
+
+def test_the_traffic_machine_drawing_bad_lkey_receives_passes_a_clean_fake() -> None:
+    """The clean fake with bad-lkey receives drawn gives no divergence: the machine does
+    not trip the rule by itself."""
+    from hypothesis import settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from qpconform.machines.pair import machine_for
+    from tests.fake_pair import FakePair
+
+    def make() -> PairHarness:
+        return PairHarness(FakePair(QPType.RC), sink=None, time_scale=0.01)
+
+    machine = machine_for(QPType.RC, make, faults=("bad_lkey_recv",))
+    run_state_machine_as_test(machine, settings=settings(max_examples=30, deadline=None,
+                                                         database=None, derandomize=True))

@@ -30,9 +30,10 @@ S = QPState
 SIDES = st.sampled_from(["a", "b"])
 #: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer, an
 #: inline WR one byte beyond max_inline_data, an operation the QP type lacks, a receive
-#: shorter than a SEND (RC).
+#: shorter than a SEND, a receive whose lkey names no MR (RC).
 FAULTS = frozenset(
-    {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv"}
+    {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv",
+     "bad_lkey_recv"}
 )
 _TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
@@ -310,6 +311,15 @@ def machine_for(
             self._state(side)
             if side not in self.h.model.srq_sides:
                 self.h.post_recv(side, short=True)
+
+        @precondition(lambda self: "bad_lkey_recv" in faults and qp_type == QPType.RC)
+        @rule(side=SIDES)
+        def post_bad_lkey_recv(self, side: str) -> None:
+            """A receive whose lkey names no MR (an end without an SRQ): a SEND into it
+            fails at both ends (pair.rc.recv_bad_lkey), a WRITE with immediate fills it."""
+            self._state(side)
+            if side not in self.h.model.srq_sides:
+                self.h.post_recv(side, bad_lkey=True)
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
         def exchange(self, side: str, op: Op) -> None:
