@@ -547,8 +547,7 @@ class Engine:
         if drained:
             track.drained_events += 1
         last_wqe = event == EventType.QP_LAST_WQE_REACHED
-        owed = any(r.event == event for r in track.ledger.required)  # claimed first
-        claimed = track.ledger.claim(event)
+        claimed, owed = track.ledger.claim(event)
         if claimed is not None:
             # an allowed ("may") event owes no delivery: its delay (siw's QP_FATAL after
             # the TCP connection ended: seconds) measures no window

@@ -245,15 +245,16 @@ class Ledger:
         """No `event` is owed any more (a known quirk: the device will not raise it)."""
         self.required = [r for r in self.required if r.event != event]
 
-    def claim(self, event: EventType) -> Required | None:
+    def claim(self, event: EventType) -> tuple[Required | None, bool]:
         """Take one required `event` off the books, if it was required; else one allowed
-        `event` (a "may" rule lets it appear once)."""
+        `event` (a "may" rule lets it appear once). Returns it (None: neither) and whether
+        it was owed (required), not merely allowed."""
         for books in (self.required, self.allowed):
             for pending in books:
                 if pending.event == event:
                     books.remove(pending)
-                    return pending
-        return None
+                    return pending, books is self.required
+        return None, False
 
     # ----------------------------------------------------------------------- questions
     def waiting(self) -> bool:

@@ -51,19 +51,22 @@ class Track:
         `seconds` opens now (an open one is extended, never shortened). Later steps keep
         polling while it is open; only what would end the observation (destroy, the end
         of an example, a new drain) waits it out."""
-        if self.quiet_from is None:
-            self.quiet_from = step
-        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
+        self._watch(step, seconds)
         self.quiet_len = max(self.quiet_len, seconds)
 
     def owe_events(self, step: int, seconds: float) -> None:
         """A move that can raise an event late: the event window opens (see owe_quiet); the
-        QP's next modify waits out its rest, so a late event is judged against this step."""
-        if self.quiet_from is None:  # (not owe_quiet: no completion window is opened)
-            self.quiet_from = step
-        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
+        QP's next modify waits out its rest, so a late event is judged against this step.
+        It opens no completion window (quiet_len): nothing is at stake on the CQs."""
+        self._watch(step, seconds)
         self.events_until = max(self.events_until, time.monotonic() + seconds)
         self.events_len = max(self.events_len, seconds)
+
+    def _watch(self, step: int, seconds: float) -> None:
+        """Keep observing the QP for `seconds` more because of `step` (never shortened)."""
+        if self.quiet_from is None:
+            self.quiet_from = step
+        self.quiet_until = max(self.quiet_until, time.monotonic() + seconds)
 
     def close_quiet(self) -> None:
         """The open windows were waited out: none is open now."""
