@@ -668,6 +668,15 @@ def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
 _DEFAULT_OPCODE = {"send": WCOpcode.SEND, "recv": WCOpcode.RECV}
 
 
+def connected_model(qp_type: QPType = QPType.RC) -> PairModel:
+    """A PairModel of `qp_type` with both ends brought to RTS: model-only tests start here."""
+    m = PairModel(qp_type)
+    for side in ("a", "b"):
+        for state in (QPState.INIT, QPState.RTR, QPState.RTS):
+            m.apply(side, m.modify(side, {"qp_state": int(state)}, 1), True)
+    return m
+
+
 def connected_fake(
     qp_type: QPType, fault: str | None = None, srq_sides: frozenset[str] = frozenset(),
     shared_cq_sides: frozenset[str] = frozenset(), iwarp: bool = False,

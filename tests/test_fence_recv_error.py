@@ -20,7 +20,7 @@ from qpconform.adapters import pyverbs_pair
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import iwarp_machine_for, machine_for
-from tests.fake_pair import FakePair, connected_fake, machine_divergence
+from tests.fake_pair import FakePair, connected_fake, connected_model, machine_divergence
 
 S = QPState
 
@@ -42,10 +42,7 @@ def _short(h: PairHarness) -> None:
 
 # ------------------------------------------------------------------------------ model
 def test_a_fenced_send_expects_what_the_reads_before_it_leave() -> None:
-    m = PairModel(QPType.RC)
-    for side in ("a", "b"):
-        for st in (S.INIT, S.RTR, S.RTS):
-            m.apply(side, m.modify(side, {"qp_state": int(st)}, 1), True)
+    m = connected_model()
     wr = iter(range(1, 100))
 
     def post(op: Op, fence: bool = False) -> int:

@@ -14,7 +14,7 @@ from models.enums import QPState, QPType, WCStatus
 from models.pair import RC_RECV_BAD_LKEY, PairModel
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
-from tests.fake_pair import connected_fake
+from tests.fake_pair import connected_fake, connected_model
 
 S = QPState
 
@@ -29,16 +29,8 @@ def _bad_lkey_recv(h: PairHarness) -> None:
     h.quiet(0.01)
 
 
-def _connected_model() -> PairModel:
-    m = PairModel(QPType.RC)
-    for side in ("a", "b"):
-        for st in (S.INIT, S.RTR, S.RTS):
-            m.apply(side, m.modify(side, {"qp_state": int(st)}, 1), True)
-    return m
-
-
 def test_the_model_fails_a_send_into_a_bad_lkey_receive_at_both_ends() -> None:
-    m = _connected_model()
+    m = connected_model()
     for wr in (10, 11):
         m.apply("b", m.post_recv("b", wr, bad_lkey=wr == 10), True)
     m.apply("a", m.post_send("a", 1), True)
@@ -54,7 +46,7 @@ def test_a_write_with_immediate_is_not_judged_against_the_bad_key() -> None:
     """Only a SEND places data in the receive: the rule names no other operation."""
     from models.pair import Op
 
-    m = _connected_model()
+    m = connected_model()
     m.apply("b", m.post_recv("b", 10, bad_lkey=True), True)
     m.apply("a", m.post_send("a", 1, Op.WRITE_WITH_IMM), True)
     (step,) = m.progress()
