@@ -204,16 +204,10 @@ class PyverbsQP:
         if pool is not None and not self.with_srq and self.qp_type is not QPType.XRC_RECV:
             self._set = pool.take()
             self._set.lend_to(self)
-            self.qp = st.push(self._new_qp(), "qp")
-            return
-        opened = open_context(pv, self.device.name, st, "context")
-        self.ctx = opened.ctx
-        self.async_fd = opened.async_fd
-        self.event_fd = opened.async_fd  # the engine select()s on it with the other QPs'
-        self.pd = st.push(pv.pd.PD(self.ctx), "pd")
-        self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
-        self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
-        self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
+        else:  # a set of its own, on its stack (closed after the QP and SRQ pushed below)
+            own = st.push(ResourceSet("resources"), "resources")
+            own.open(pv, self.device.name)
+            own.lend_to(self)
         if self.with_srq:
             self.srq = st.push(self._new_srq(), "srq")
         self.qp = st.push(self._new_qp(), "qp")
@@ -451,8 +445,9 @@ class PyverbsQP:
 
 class ResourceSet:
     """A Context (its async fd tells this QP's events apart), a PD, an MR and send and
-    receive CQs: what a plain QP is made of besides itself, kept by a `SetPool` between
-    the QPs that borrow it. Its own ResourceStack closes it."""
+    receive CQs: what a QP is made of besides itself (and its SRQ). A QP opens its own on
+    its stack, or borrows one a `SetPool` kept from a destroyed QP. Its own ResourceStack
+    closes it."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -470,7 +465,7 @@ class ResourceSet:
         self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
 
     def lend_to(self, qp: PyverbsQP) -> None:
-        """Make the set's objects the QP's own (as _create would have opened them)."""
+        """Make the set's objects the QP's own (a set it opened, or one lent by a pool)."""
         qp.ctx, qp.async_fd, qp.event_fd = self.ctx, self.async_fd, self.async_fd
         qp.pd, qp.mr, qp.send_cq, qp.recv_cq = self.pd, self.mr, self.send_cq, self.recv_cq
 
