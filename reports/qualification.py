@@ -229,15 +229,19 @@ def coverage(
     catalog: Mapping[str, Rule],
     capabilities: Capabilities | None = None,
 ) -> dict[str, Any]:
-    """How often each rule of the model was exercised; which never were, and why (a QP type
-    the device refused or the run did not select, a feature the device lacks, or not
-    reached: models/catalog.py `why_not`); which were unknown."""
+    """How often each rule of the model was exercised (in a step, or by a choice the device
+    made under it); which never were, and why (a QP type the device refused or the run did
+    not select, a feature the device lacks, or not reached: models/catalog.py `why_not`);
+    which were unknown."""
     caps = capabilities if capabilities is not None else Capabilities()
     available = available_qp_types(run)
     counts: dict[str, int] = {}
     for s in run.get("steps", []):
         for rule_id, n in s.get("rules", {}).items():
             counts[rule_id] = counts.get(rule_id, 0) + n
+    for rule_id, chosen in run.get("choices", {}).items():  # a "may" rule the device chose under
+        if not counts.get(rule_id):  # (a name read back: no step of its own names it)
+            counts[rule_id] = sum(chosen.values())
     rules = []
     for r in catalog.values():
         row: dict[str, Any] = {

@@ -129,3 +129,17 @@ def test_the_page_shows_each_reason_and_the_applicable_count(tmp_path: Path) -> 
         del group["applicable"], group["not_reached"]
     old_page = render_html(old)
     assert "Rules never exercised" in old_page and 'class="why' not in old_page
+
+
+def test_a_rule_the_device_chose_under_is_exercised(tmp_path: Path) -> None:
+    """A "may" rule seen only as a choice (iwarp.query.idle_state: the name an idle QP reads
+    back as, recorded by the checker and in no step's rule list) counts as exercised; a
+    rule with neither steps nor choices still does not."""
+    rec = RunRecorder(IDENTITY, {**settings(["RC"]), "variant": "iwarp"})
+    rec.step("RC", "modify", "RESET", "INIT", ["iwarp.transition.RC.RESET->INIT"], "match")
+    rec.choice("iwarp.query.idle_state", "as INIT")
+    rec.choice("iwarp.query.idle_state", "as INIT")
+    rules = _rules(build_report(load_run(rec.write(tmp_path / "run-main.json"))))
+    assert rules["iwarp.query.idle_state"]["count"] == 2
+    assert "why_not" not in rules["iwarp.query.idle_state"]
+    assert rules["iwarp.qp_type.rc_only"]["count"] == 0
