@@ -13,6 +13,7 @@ reports/matrices.py's, the identity, settings and choice rows reports/report_row
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -229,10 +230,10 @@ def coverage(
     catalog: Mapping[str, Rule],
     capabilities: Capabilities | None = None,
 ) -> dict[str, Any]:
-    """How often each rule of the model was exercised (in a step, or by a choice the device
-    made under it); which never were, and why (a QP type the device refused or the run did
-    not select, a feature the device lacks, or not reached: models/catalog.py `why_not`);
-    which were unknown."""
+    """How often each rule of the model was exercised (in a step, by a choice the device made
+    under it, or by a divergence from it); which never were, and why (a QP type the device
+    refused or the run did not select, a feature the device lacks, or not reached:
+    models/catalog.py `why_not`); which were unknown."""
     caps = capabilities if capabilities is not None else Capabilities()
     available = available_qp_types(run)
     counts: dict[str, int] = {}
@@ -242,6 +243,10 @@ def coverage(
     for rule_id, chosen in run.get("choices", {}).items():  # a "may" rule the device chose under
         if not counts.get(rule_id):  # (a name read back: no step of its own names it)
             counts[rule_id] = sum(chosen.values())
+    broken = Counter(str(d.get("rule_id", "")) for d in run.get("divergences", []))
+    for rule_id, n in broken.items():  # a rule the device broke (known or not) was checked,
+        if rule_id and not counts.get(rule_id):  # also where no step listed it (a stray event)
+            counts[rule_id] = n
     rules = []
     for r in catalog.values():
         row: dict[str, Any] = {

@@ -105,6 +105,20 @@ def test_iwarp_receive_posted_while_closing(make_pair, variant, how):
 
 
 @pytest.mark.iwarp_pair
+@pytest.mark.parametrize("how", [S.SQD, S.SQE], ids=lambda s: s.name)
+def test_iwarp_send_posted_while_closing(make_pair, variant, how):
+    """A send posted right after iWARP's CLOSING (SQD) or TERMINATE (SQE): refused, or
+    accepted and flushed, never delivered (iwarp.post_send.SQD/SQE)."""
+    if not variant.connection_managed:
+        pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
+    h = make_pair(QPType.RC)
+    h.post_recv("b")
+    h.modify("a", how)
+    h.post_send("a")
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_sends_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)

@@ -38,3 +38,13 @@ def test_transition(
         checker, group, lambda qp, case: steps.run_modify_case(qp, device, case),
         reuse_refused=True,
     )
+
+
+def test_types_the_variant_lacks_are_refused(checker: Checker, variant: Variant) -> None:
+    """create_qp of each QP type the variant has none of is refused (iwarp: RC only,
+    iwarp.qp_type.rc_only), whatever the other suites then skip for that type."""
+    absent = [t for t in QPType if t not in variant.table.qp_types]
+    if not absent:
+        pytest.skip(f"the {variant.name} variant has QPs of every type: no create to refuse")
+    for qp_type in absent:
+        checker.check_absent_type(qp_type)

@@ -102,6 +102,9 @@ IWARP_FAULTS = (
     "recv_in_closing_unflushed", "recv_in_closing_wrong_status",
     # shared receive queues: Last WQE Reached missing (siw), or raised without an SRQ
     "last_wqe_missing", "last_wqe_without_srq",
+    # post_recv on an SRQ's QP kills the process making it (libsiw: SIGFPE), or (a near miss
+    # of the quirk) is accepted
+    "srq_qp_post_recv_kills", "srq_qp_post_recv_accepted",
 )
 #: Faults of the inline, foreign-operation and initiator-depth rules (models/operations.py):
 #: an inline WR within the cap completes in error; one beyond the cap is accepted and run;
@@ -282,13 +285,22 @@ class FakeEnd:
         self.pair.model.apply(self.side, exp, True)
         return True
 
-    def post_recv(self, wr_id: int, short: bool = False, bad_lkey: bool = False) -> VerbResult:
+    def post_recv(
+        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+    ) -> VerbResult:
         """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE;
         short_recv_succeeds: a short receive is as long as any; recv_bad_lkey_succeeds: a
-        bad key is as good as any)."""
+        bad key is as good as any; srq_qp_post_recv_*: a post on an SRQ's QP kills the
+        process, `isolated` or not, or is accepted and never completes)."""
         short = short and self.pair.fault != "short_recv_succeeds"
         bad_lkey = bad_lkey and self.pair.fault != "recv_bad_lkey_succeeds"
         exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey)
+        if self.side in self.pair.model.srq_sides and self.pair.fault == "srq_qp_post_recv_kills":
+            return VerbResult(False, None, "killed by SIGFPE", killed="SIGFPE")
+        if self.side in self.pair.model.srq_sides and self.pair.fault == (
+            "srq_qp_post_recv_accepted"
+        ):
+            return VerbResult(True)
         closing = self.pair.model.qp(self.side).state in (QPState.SQD, QPState.SQE)
         if not (closing and exp.completions and str(self.pair.fault).startswith("recv_in_clos")):
             return self._post(exp)

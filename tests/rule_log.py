@@ -13,6 +13,7 @@ class RuleLog:
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
         self.rules: Counter[str] = Counter()
+        self.chosen: Counter[str] = Counter()  # the "may" rules a device chose under
         self.divergences: list[Any] = []
 
     def step(self, qp_type: str, verb: str, before: str, target: str | None,
@@ -26,4 +27,5 @@ class RuleLog:
 
     def choice(self, rule_id: str, chosen: str, situation: str | None = None,
                where: str = "") -> None:
-        return None
+        """A choice under a "may" rule exercises it (reports/qualification.py coverage)."""
+        self.chosen[rule_id] += 1

@@ -192,3 +192,31 @@ def test_the_report_names_the_variant_and_the_devices_naming(tmp_path: Path) -> 
     assert {s.name for s in STATES} == set(rc["cells"])
     page = render_html(report)
     assert "Model variant <b>iwarp</b> (auto: node type RNIC)" in page
+
+
+def test_a_type_iwarp_lacks_must_be_refused_at_create(tmp_path: Path) -> None:
+    """suites/test_transitions.py asks the device to create each type iWARP has none of:
+    a refusal is exercised (the run record counts iwarp.qp_type.rc_only), a device that
+    creates a UD QP under the iwarp variant diverges by that rule, with a reproducer, and
+    what it created is destroyed."""
+    from reports.reproducer import write_reproducer
+    from suites.test_transitions import test_types_the_variant_lacks_are_refused as case
+
+    rec = RunRecorder({"device": "fake0"}, {"variant": "iwarp", "qp_types": ["RC"]})
+    device = _device("siw-like")
+    case(_checker(device, rec), _checker(device).variant)
+    report = build_report(merge_runs([rec.write(tmp_path / "run-main.json")]))
+    row = next(r for r in report["coverage"]["rules"] if r["id"] == "iwarp.qp_type.rc_only")
+    assert row["count"] == 5  # UC, UD, RAW_PACKET, XRC_SEND, XRC_RECV
+
+    lax = FakeDevice(variant="iwarp", caps=SIW_CAPS, qp_types=[QPType.RC, QPType.UD],
+                     **IWARP_STYLES["siw-like"])
+    sink = DivergenceList()
+    checker = Checker(lax, variant="iwarp", settle_window=0.0, must_wait=0.0, sink=sink,
+                      reproducers=lambda d: write_reproducer(d, tmp_path / "rep"))
+    with pytest.raises(DivergenceError, match=r"iwarp\.qp_type\.rc_only") as caught:
+        case(checker, checker.variant)
+    assert caught.value.record.qp_type == "UD"
+    assert caught.value.record.verb == "create"
+    assert Path(caught.value.record.reproducer).exists()
+    assert lax.live == []

@@ -142,7 +142,7 @@ def _machine(fault: str | None):
 
     machine = iwarp_machine_for(make)
     machine.TestCase.settings = settings(
-        max_examples=60, stateful_step_count=25, deadline=None, derandomize=True, database=None
+        max_examples=100, stateful_step_count=25, deadline=None, derandomize=True, database=None
     )
     return machine
 

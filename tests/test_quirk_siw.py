@@ -265,3 +265,43 @@ def test_last_wqe_never_raised_is_known_and_one_without_an_srq_is_not() -> None:
         srq_qp_to_err("last_wqe_without_srq")
     assert caught.value.record.known_quirk is None
     assert caught.value.record.rule_id == "srq.last_wqe_reached.no_srq"
+
+
+def test_an_srq_qp_post_that_kills_the_process_is_known_and_an_accepted_one_is_not() -> None:
+    """siw.srq_qp_post_recv_kills_the_process: the post made in a child dies of SIGFPE; a
+    post on an SRQ's QP that is accepted, and the same crash with an rdma-core past the
+    range seen, are still divergences."""
+    from suites.test_srq import test_post_recv_on_the_qp_of_an_srq_is_refused as case
+
+    def make(fault: str, rdma_core: str = "56.1-1"):
+        from qpconform.engine.pair import PairHarness
+        from tests.fake_pair import FakePair
+
+        def make_pair(qp_type: QPType, srq_sides: tuple[str, ...] = ()) -> PairHarness:
+            pair = FakePair(qp_type, fault, iwarp=True, srq_sides=frozenset(srq_sides))
+            quirks = Quirks.load(QUIRKS_DIR / "siw.toml").for_run(
+                {"kernel": K612, "rdma_core": rdma_core})
+            h = PairHarness(pair, quirks=quirks, sink=None, time_scale=0.01, variant="iwarp")
+            h.connect()
+            return h
+
+        return make_pair
+
+    made: list = []
+
+    def keep(maker):
+        def make_pair(*args, **kwargs):
+            made.append(maker(*args, **kwargs))
+            return made[-1]
+        return make_pair
+
+    case(keep(make("srq_qp_post_recv_kills")), QPType.RC)
+    assert {d.known_quirk for d in made[-1].known} == {"siw.srq_qp_post_recv_kills_the_process"}
+    assert made[-1].known[0].observed.endswith("the calling process was killed (SIGFPE)")
+    with pytest.raises(DivergenceError) as caught:
+        case(make("srq_qp_post_recv_accepted"), QPType.RC)
+    assert (caught.value.record.rule_id, caught.value.record.known_quirk) == (
+        "srq.qp.post_recv", None)
+    with pytest.raises(DivergenceError) as caught:
+        case(make("srq_qp_post_recv_kills", rdma_core="57.0"), QPType.RC)
+    assert "outcome=killed" in caught.value.record.tags

@@ -143,3 +143,15 @@ def test_a_rule_the_device_chose_under_is_exercised(tmp_path: Path) -> None:
     assert rules["iwarp.query.idle_state"]["count"] == 2
     assert "why_not" not in rules["iwarp.query.idle_state"]
     assert rules["iwarp.qp_type.rc_only"]["count"] == 0
+
+
+def test_a_rule_the_device_broke_is_exercised(tmp_path: Path) -> None:
+    """A rule whose only trace is a divergence (rxe's unasked SQ_DRAINED: a stray event no
+    step lists) counts as exercised, known or not."""
+    rec = RunRecorder(IDENTITY, settings(["RC"]))
+    rec.step("RC", "modify", "RESET", "INIT", ["linux.transition.RC.RESET->INIT"], "match")
+    rec.divergence({"qp_type": "RC", "verb": "event", "kind": "event",
+                    "rule_id": "ibta.sqd.drained_event.unasked", "known_quirk": "q.known"})
+    rules = _rules(build_report(load_run(rec.write(tmp_path / "run-main.json"))))
+    assert rules["ibta.sqd.drained_event.unasked"]["count"] == 1
+    assert rules["ibta.sqd.drained_event.once"]["count"] == 0

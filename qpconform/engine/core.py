@@ -182,14 +182,14 @@ class Engine:
         """
         idx = self.log_step(track, exp, res, step, seen)
         known: Quirk | None = None
-        if not exp.allows(res.accepted, res.errno):
+        if res.killed or not exp.allows(res.accepted, res.errno):
             tags = outcome_tags(res) + ([f"state={seen.name}"] if seen is not None else [])
             d = self.divergence(
                 track, "outcome", exp.rule, idx, describe_expectation(exp),
                 describe_result(res, seen), tags, verb=exp.verb,
             )
             known = self.diverge(track, d)
-        if exp.outcome is Outcome.EITHER and known is None:
+        if exp.outcome is Outcome.EITHER and known is None and not res.killed:
             chosen = "accepted" if res.accepted else f"refused ({errno_name(res.errno)})"
             known = self.choose(track, exp.rule, chosen, idx)
         track.model.apply(exp, res.accepted)

@@ -34,7 +34,7 @@ from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
 from .core import Engine
-from .device import Completion, Device, QPHandle, QueryResult, VerbResult
+from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType, VerbResult
 from .judge import Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
 from .quirks import Quirks, reads_wrong
@@ -422,6 +422,35 @@ class Checker(Engine):
         qp = CheckedQP(self, handle, QPModel(qp_type, self.variant, self.device.caps))
         self._live.append(qp)
         return qp
+
+    def check_absent_type(self, qp_type: QPType) -> None:
+        """create_qp of a type the variant has no QPs of (iwarp: all but RC) must be refused,
+        by the rule the variant's table names for it (iwarp.qp_type.rc_only). A device that
+        creates one diverges (the QP is destroyed at once); a refusal is one step matched."""
+        qp_type = QPType(qp_type)
+        rule = self.variant.table.invalid_rule(QPState.RESET, QPState.INIT, qp_type)
+        if qp_type in self.variant.table.qp_types:
+            raise ValueError(f"the {self.variant.name} variant has {qp_type.name} QPs")
+        step = {"verb": "create", "qp_type": qp_type.name, "expected": "refused"}
+        try:
+            self.device.create_qp(qp_type).destroy()
+        except UnsupportedQPType as exc:
+            if self.judge.recorder is not None:
+                self.judge.recorder.step(qp_type.name, "create", "RESET", None, [rule.id], "match")
+            step["observed"] = f"refused ({exc})"
+            return
+        d = Divergence(
+            qp_type=qp_type.name, state="RESET", verb="create", attrs={}, mask=[],
+            expected=f"create_qp({qp_type.name}) refused", observed="created",
+            rule_id=rule.id, rule_summary=rule.summary, source=str(rule.source),
+            rule_kind=rule.kind or "", rule_layer=rule.layer or "",
+            device=dict(self.device_identity), steps=[{**step, "observed": "created"}],
+            kind="outcome", tags=["outcome", "outcome=accepted"],
+        )
+        known = self.judge.verdict(d, d.steps)
+        if self.judge.recorder is not None:
+            self.judge.recorder.step(
+                qp_type.name, "create", "RESET", None, [rule.id], "known" if known else "match")
 
     def next_wr_id(self) -> int:
         """A wr_id never used before in this checker."""

@@ -287,16 +287,21 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
             return self.post_srq_recv(side)
         return self.post_qp_recv(side, short, bad_lkey)
 
-    def post_qp_recv(self, side: str, short: bool = False, bad_lkey: bool = False) -> int:
+    def post_qp_recv(
+        self, side: str, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+    ) -> int:
         """post_recv of one WR on the end's QP (refused when it has an SRQ); a `short` one
-        has room for less than a SEND carries, a `bad_lkey` one names no MR."""
+        has room for less than a SEND carries, a `bad_lkey` one names no MR; an `isolated`
+        one is made in a child process (a provider that crashes on it: libsiw on an SRQ's
+        QP), so a call that kills its process is a divergence, not the session's end."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
         exp = self.model.post_recv(side, wr_id, short, bad_lkey)
         end = self.dev.end(side)
         # only the flags asked are passed: an end that has neither (the remote executor's)
         # still takes a plain receive
-        flags = {k: True for k, v in (("short", short), ("bad_lkey", bad_lkey)) if v}
+        flags = {k: True for k, v in (("short", short), ("bad_lkey", bad_lkey),
+                                      ("isolated", isolated)) if v}
         res = end.post_recv(wr_id, **flags)
         self.cm_step(side, exp, res, {"wr_id": wr_id, **flags})
         return wr_id

@@ -117,12 +117,16 @@ def describe_expectation(exp: Expectation) -> str:
 def describe_result(res: VerbResult, state: object | None = None) -> str:
     """The device's answer in words (with the state read back, if any)."""
     text = "accepted" if res.accepted else f"refused ({errno_name(res.errno)})"
+    if res.killed:
+        text = f"the calling process was killed ({res.killed})"
     name = getattr(state, "name", None)
     return text if name is None else f"{text}, state {name}"
 
 
 def outcome_tags(res: VerbResult) -> list[str]:
     """The words a quirk's `observed` key matches for a verb's outcome."""
+    if res.killed:
+        return ["outcome=killed", f"signal={res.killed}"]
     if res.accepted:
         return ["outcome=accepted"]
     return ["outcome=refused", f"errno={errno_name(res.errno)}"]

@@ -475,7 +475,9 @@ def iwarp_machine_for(
 
         @rule(side=SIDES, op=st.sampled_from(IWARP_OPS))
         def post_send(self, side: str, op: Op) -> None:
-            if self._state(side) in (S.RTS, S.ERR):
+            """A send in RTS, after a close (CLOSING, TERMINATE: refused, or accepted and
+            flushed) or in ERR."""
+            if self._state(side) in (S.RTS, S.SQD, S.SQE, S.ERR):
                 self.h.post_send(side, op)
 
         @rule(side=SIDES, ops=_batch(IWARP_OPS))
