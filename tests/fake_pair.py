@@ -102,10 +102,10 @@ IWARP_FAULTS = (
     "recv_in_closing_unflushed", "recv_in_closing_wrong_status",
     # shared receive queues: Last WQE Reached missing (siw), or raised without an SRQ
     "last_wqe_missing", "last_wqe_without_srq",
-    # post_recv on an SRQ's QP kills the process making it (libsiw: SIGFPE), or (a near miss
-    # of the quirk) is accepted
-    "srq_qp_post_recv_kills", "srq_qp_post_recv_accepted",
 )
+#: Faults of post_recv on an SRQ's QP, IB or iWARP: it kills the process making it (libsiw:
+#: SIGFPE), or (a near miss of that quirk) it is accepted.
+SRQ_QP_FAULTS = ("srq_qp_post_recv_kills", "srq_qp_post_recv_accepted")
 #: Faults of the inline, foreign-operation and initiator-depth rules (models/operations.py):
 #: an inline WR within the cap completes in error; one beyond the cap is accepted and run;
 #: an operation the QP type lacks completes with SUCCESS; a READ beyond max_rd_atomic fails
@@ -436,7 +436,7 @@ class FakePair:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
-        known = (*known, *SHARED_CQ_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp

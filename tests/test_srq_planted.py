@@ -64,7 +64,13 @@ def _reuse(h: PairHarness) -> None:
     h.post_send("a", Op.SEND)
 
 
-SCENARIOS = [_consume, _err, _err_both, _limit, _reuse]
+def _post_on_qp(h: PairHarness) -> None:
+    h.post_qp_recv("b", isolated=True)
+    h.post_srq_recv("b")
+    h.post_send("a", Op.SEND)
+
+
+SCENARIOS = [_consume, _err, _err_both, _limit, _reuse, _post_on_qp]
 
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
@@ -83,6 +89,8 @@ PLANTED = [
     ("last_wqe_without_srq", _err_both, "event", "srq.last_wqe_reached.no_srq"),
     ("srq_limit_missing", _limit, "missing_event", "srq.limit_reached"),
     ("srq_limit_twice", _limit, "event", "srq.limit_reached"),
+    ("srq_qp_post_recv_kills", _post_on_qp, "outcome", "srq.qp.post_recv"),
+    ("srq_qp_post_recv_accepted", _post_on_qp, "outcome", "srq.qp.post_recv"),
 ]
 
 

@@ -186,11 +186,12 @@ def machine_for(
         @precondition(lambda self: _srq_end(self) is not None)
         @rule()
         def post_recv_on_srq_qp(self) -> None:
-            """A receive posted on the QP of the SRQ's end: refused, never runs."""
+            """A receive posted on the QP of the SRQ's end: refused, never runs (made in a
+            child process: a provider that crashes on it is a divergence, not the end)."""
             side = _srq_end(self)
             assert side is not None
             if side not in self.h.model.gone:
-                self.h.post_qp_recv(side)
+                self.h.post_qp_recv(side, isolated=True)
 
         if shared_cq:  # (only then: a machine without them explores as it always did)
 
