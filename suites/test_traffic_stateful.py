@@ -67,11 +67,14 @@ def test_traffic_state_machine(
     bystander QP, or not (both drawn). Under the iwarp variant, the iWARP
     machine (RC only: other types are reported skips), drawing the bystander on "a"."""
 
+    made: list[PairHarness] = []  # each example's pair: its step log counts the checked steps
+
     def make(
         srq_sides: tuple[str, ...] = (), shared_cq_sides: tuple[str, ...] = ()
     ) -> PairHarness:
-        return make_pair(qp_type, connect=False, srq_sides=srq_sides,
-                         shared_cq_sides=shared_cq_sides)
+        made.append(make_pair(qp_type, connect=False, srq_sides=srq_sides,
+                              shared_cq_sides=shared_cq_sides))
+        return made[-1]
 
     if variant.connection_managed:
         if qp_type != QPType.RC:
@@ -90,4 +93,6 @@ def test_traffic_state_machine(
 
     part = f"traffic-{qp_type.name}"
     batches, examples, took = stateful_budget.run(part, run_batch)
-    stateful_budget.spent[part] = f"{batches} batches, {examples} examples, {took:.0f} s"
+    steps = sum(len(h.steps) for h in made)
+    stateful_budget.spent[part] = (
+        f"{batches} batches, {examples} examples, {steps} steps, {took:.0f} s")
