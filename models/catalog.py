@@ -15,7 +15,7 @@ coverage (reports/qualification.py, issue 24).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -205,6 +205,10 @@ def _named_scopes() -> dict[str, RuleScope]:
         operations.READ_DELIVERED.id: rc,
         operations.ATOMIC_DELIVERED.id: RuleScope(
             frozenset({QPType.RC}), frozenset({"ATOMICS"})),
+        operations.ATOMIC_MISALIGNED_POST.id: RuleScope(
+            frozenset({QPType.RC}), frozenset({"ATOMICS"})),
+        operations.RC_ATOMIC_MISALIGNED.id: RuleScope(
+            frozenset({QPType.RC}), frozenset({"ATOMICS"})),
         operations.OP_NOT_OF_TYPE.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
         operations.READ_DEPTH.id: rc,
     }
@@ -268,18 +272,33 @@ def rule_scope(rule: Rule | str) -> RuleScope:
 TYPE_UNSUPPORTED = "type_unsupported"  #: every type it concerns: refused or not selected
 FEATURE_MISSING = "feature_missing"  #: it needs an optional feature the device lacks
 NOT_REACHED = "not_reached"  #: it applies to the device; no test of the run reached it
-WHY_NOT = (NOT_REACHED, TYPE_UNSUPPORTED, FEATURE_MISSING)
+DEVICE_CHOSE = "device_chose"  #: only a "may" choice the device never made leads to it
+WHY_NOT = (NOT_REACHED, TYPE_UNSUPPORTED, FEATURE_MISSING, DEVICE_CHOSE)
+
+#: Rules only one outcome of a "may" rule leads to: rule -> (that "may" rule, the choice).
+#: A device that always chose otherwise never takes the path: rdma-core's rxe provider
+#: refuses every misaligned atomic at post, so no NAK of one is ever seen on rxe.
+GATED_BY_CHOICE: dict[str, tuple[str, str]] = {
+    operations.RC_ATOMIC_MISALIGNED.id: (operations.ATOMIC_MISALIGNED_POST.id, "accepted"),
+}
 
 
 def why_not(
-    rule: Rule | str, available: Iterable[QPType | str], capabilities: Capabilities
+    rule: Rule | str,
+    available: Iterable[QPType | str],
+    capabilities: Capabilities,
+    choices: Mapping[str, Mapping[str, int]] | None = None,
 ) -> str:
     """Why a rule a run never exercised was not: `available` are the QP types the run
-    selected and the device could create, `capabilities` the device's features."""
+    selected and the device could create, `capabilities` the device's features, `choices`
+    what the device chose under each "may" rule (rule id -> choice -> count)."""
     scope = rule_scope(rule)
     have = {QPType[t] if isinstance(t, str) else QPType(t) for t in available}
     if not scope.qp_types & have:
         return TYPE_UNSUPPORTED
     if any(not capabilities.has(f) for f in scope.features):
         return FEATURE_MISSING
+    gate = GATED_BY_CHOICE.get(rule if isinstance(rule, str) else rule.id)
+    if gate is not None and (choices or {}).get(gate[0]) and gate[1] not in choices[gate[0]]:
+        return DEVICE_CHOSE
     return NOT_REACHED

@@ -173,6 +173,46 @@ ATOMIC_DELIVERED = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+ATOMIC_MISALIGNED_POST = Rule(
+    "pair.atomic.misaligned.post",
+    "an atomic whose remote address is not 8-byte aligned may be refused at post (EINVAL: "
+    "the provider checks it) and then never runs, or be posted (the responder finds it: "
+    "pair.rc.atomic_misaligned)",
+    Source(
+        "rdma-core providers and linux drivers/infiniband",
+        "rdma-core providers/rxe/rxe.c validate_send_wr(): remote_addr & 0x7 -> EINVAL (the "
+        "ibv_wr_atomic_*() builders do not check); mlx5, bnxt_re, hns providers post it "
+        "unchecked (mlx5 qp.c _mlx5_post_send(), set_raddr_seg()); rdma-core tests/"
+        "test_atomic.py test_atomic_non_aligned_addr() accepts a post error or an error "
+        "completion",
+        "IBTA ch. 9.4.5: the virtual address of an atomic is naturally aligned to 8 bytes",
+    ),
+    kind=MAY,
+    layer=PROVIDER,
+)
+RC_ATOMIC_MISALIGNED = Rule(
+    "pair.rc.atomic_misaligned",
+    "an RC atomic to a remote address not 8-byte aligned that was posted never executes: "
+    "the responder NAKs it (Invalid Request) and enters ERR; whether it raises an affiliated "
+    "error event, and which, is the driver's (IBTA's Invalid Request Local Work Queue Error "
+    "is QP_REQ_ERR; rxe raises none, bnxt_re 6.7+ QP_ACCESS_ERR, irdma QP_FATAL); the "
+    "requester completes it with REM_INV_REQ_ERR and enters ERR",
+    Source(
+        "IBTA and linux drivers/infiniband",
+        "IBTA ch. 9.4.5 ATOMIC operations (naturally aligned) and ch. 9.7.5.2.1 Responder "
+        "class C errors (Invalid Request NAK, the QP enters Error); rxe rxe_resp.c "
+        "RESPST_ERR_MISALIGNED_ATOMIC -> do_class_ac_error(AETH_NAK_INVALID_REQ, "
+        "IB_WC_REM_INV_REQ_ERR), goto_error, rxe_qp_error() (no event); rxe_comp.c "
+        "check_ack(): AETH_NAK_INVALID_REQ -> IB_WC_REM_INV_REQ_ERR, COMPST_ERROR; mlx5 cq.c "
+        "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR -> IB_WC_REM_INV_REQ_ERR, qp.c "
+        "MLX5_EVENT_TYPE_WQ_INVAL_REQ_ERROR -> IB_EVENT_QP_REQ_ERR; hns the same mapping; "
+        "bnxt_re (6.7+) RES_UNALIGN_ATOMIC -> IB_EVENT_QP_ACCESS_ERR; irdma GEN3 "
+        "IRDMA_AE_ATOMIC_ALIGNMENT -> QP_EVENT_CATASTROPHIC",
+        "Remote Invalid Request Error",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
 UNSIGNALED_SILENT = Rule(
     "pair.unsignaled.silent",
     "a send WR posted without IBV_SEND_SIGNALED (sq_sig_all = 0) that completes successfully "
@@ -312,5 +352,5 @@ FENCE_AFTER_READS = Rule(
 RULES: tuple[Rule, ...] = (
     COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, ATOMIC_DELIVERED, UNSIGNALED_SILENT,
     UNSIGNALED_FLUSH_UNRETIRED, INLINE_DELIVERED, INLINE_OVER_CAP, OP_NOT_OF_TYPE, READ_DEPTH,
-    FENCE_AFTER_READS,
+    FENCE_AFTER_READS, ATOMIC_MISALIGNED_POST, RC_ATOMIC_MISALIGNED,
 )

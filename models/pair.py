@@ -9,6 +9,7 @@ protection error), then drives both QPModels through their automatic events.
 Every decision names its rule, like models/rules.py.
 """
 
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -16,6 +17,7 @@ from enum import StrEnum
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.operations import (
     ATOMIC_DELIVERED,
+    ATOMIC_MISALIGNED_POST,
     ATOMICS,
     COMPLETION_OPCODE,
     FENCE_AFTER_READS,
@@ -23,6 +25,7 @@ from models.operations import (
     INLINE_DELIVERED,
     INLINE_OVER_CAP,
     OP_NOT_OF_TYPE,
+    RC_ATOMIC_MISALIGNED,
     READ_DELIVERED,
     READ_DEPTH,
     SINK_STALE,
@@ -58,6 +61,7 @@ class Fault(StrEnum):
     BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
     BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
     INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
+    MISALIGNED = "misaligned"  # an atomic to a remote address 4 bytes off 8-byte alignment
 
 
 # ---------------------------------------------------------------------------------- rules
@@ -334,6 +338,8 @@ class PairModel:
             # wins is the responder's order of checks (rxe: the receive first, RNR), which
             # the spec does not fix. The model plants bad rkeys on WRITE and READ only.
             raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
+        if fault is Fault.MISALIGNED and not op.atomic:
+            raise ValueError("the model misaligns the remote address of an atomic only")
         if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
             raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
         exp = self.ends[side].post_send(wr_id, signaled)
@@ -341,6 +347,9 @@ class PairModel:
             if exp.outcome is Outcome.REFUSE:  # refused anyway (RESET, INIT, RTR)
                 return exp
             return self.ends[side].overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
+        if fault is Fault.MISALIGNED and exp.outcome is Outcome.ACCEPT:
+            exp = self.ends[side].overrule(
+                exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
         if inline:
             self._inline.add((side, wr_id))
@@ -460,7 +469,8 @@ class PairModel:
         """Pure verdict for the oldest started send of `side`.
 
         Returns (rule, requester status or None while it waits, what happens at the peer:
-        "recv", "recv_error", "recv_prot_error", "none", "drop" or "access_error").
+        "recv", "recv_error", "recv_prot_error", "none", "drop", "access_error" or
+        "invalid_request").
         """
         req = self.ends[side]
         wr_id = req.in_flight[0]
@@ -481,6 +491,8 @@ class PairModel:
             if reliable:
                 return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
             return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
+        if op.atomic and fault is Fault.MISALIGNED:
+            return RC_ATOMIC_MISALIGNED, WCStatus.REM_INV_REQ_ERR, "invalid_request"
         if (side, wr_id) in self._beyond_depth:
             return READ_DEPTH, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_READ:
@@ -538,6 +550,8 @@ class PairModel:
             forbidden[side] = _ERROR_EVENTS
         if at_peer == "access_error":
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
+        if at_peer == "invalid_request":
+            effects.append((peer_side, self.ends[peer_side].invalid_request()))
         self._ops.pop((side, wr_id), None)
         self._inline.discard((side, wr_id))
         self._beyond_depth.discard((side, wr_id))

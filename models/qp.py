@@ -255,7 +255,10 @@ class QPModel(QPModify):
             if wr_id is not None:  # whoever refused it, a refused WR must never run
                 self.never_run.add(wr_id)
 
-    def overrule(self, exp: Expectation, outcome: Outcome, rule: Rule) -> Expectation:
+    def overrule(
+        self, exp: Expectation, outcome: Outcome, rule: Rule,
+        errnos: frozenset[int] | None = None,
+    ) -> Expectation:
         """The post just proposed, judged instead by a rule that knows the WR, not only the
         QP (models/pair.py: an inline WR beyond max_inline_data, an operation the QP type
         lacks): `outcome` under `rule`. Accepted, it does what the QP alone said; refused,
@@ -267,7 +270,7 @@ class QPModel(QPModify):
         _, effect, wr_id = self._proposed
         refused = outcome is Outcome.REFUSE
         judged = replace(
-            exp, outcome=outcome, rule=rule, checked=(rule,),
+            exp, outcome=outcome, rule=rule, checked=(rule,), errnos=errnos,
             completions=() if refused else exp.completions,
             never_run=frozenset({wr_id}) if refused and wr_id is not None else frozenset(),
         )
@@ -380,6 +383,25 @@ class QPModel(QPModify):
             events=events,
             checked=[rules.ERR_ON_ASYNC_ERROR, *self.err_checked(before)],
         )
+
+    def invalid_request(self) -> Expectation:
+        """The responder NAKed a request no receive WQE saw (a misaligned atomic, IBTA's
+        class C): ERR, its WRs flushed; the affiliated event, if any, is the driver's
+        (QP_REQ_ERR, QP_ACCESS_ERR or QP_FATAL; models/operations.py RC_ATOMIC_MISALIGNED)."""
+        before = self.state
+        flushed = self._flush_all()
+        events = self.err_events(before)
+        self._enter(S.ERR)
+        exp = self._exp(
+            "async_error",
+            Outcome.ACCEPT,
+            rules.ERR_ON_ASYNC_ERROR,
+            before,
+            completions=flushed,
+            events=events,
+            checked=[rules.ERR_ON_ASYNC_ERROR, *self.err_checked(before)],
+        )
+        return replace(exp, allowed_events=tuple(sorted(QP_ERROR_EVENTS)))
 
     # ------------------------------------------------------------------------ iWARP posts
     def _post_iwarp(self, queue: str, wr_id: int, signaled: bool = True) -> Expectation:

@@ -20,7 +20,9 @@ from typing import Any
 
 from models.capabilities import Capabilities
 from models.catalog import (
+    DEVICE_CHOSE,
     FEATURE_MISSING,
+    GATED_BY_CHOICE,
     NOT_REACHED,
     TYPE_UNSUPPORTED,
     WHY_NOT,
@@ -222,6 +224,11 @@ def _why_not_detail(
     if reason == FEATURE_MISSING:
         return "the device lacks " + ", ".join(
             f for f in sorted(scope.features) if not capabilities.has(f))
+    if reason == DEVICE_CHOSE:
+        gate, leads = GATED_BY_CHOICE[rule.id]
+        chosen = run.get("choices", {}).get(gate, {})
+        made = ", ".join(f"{c} {n}x" for c, n in sorted(chosen.items()))
+        return f"only '{leads}' under {gate} leads here; the device chose {made}"
     return "applies to the device; no test of this run reached it"
 
 
@@ -252,7 +259,7 @@ def coverage(
         row: dict[str, Any] = {
             **_rule_dict(r), "group": rule_group(r.id), "count": counts.get(r.id, 0)}
         if not row["count"]:
-            row["why_not"] = why_not(r, available, caps)
+            row["why_not"] = why_not(r, available, caps, run.get("choices", {}))
             row["why_not_detail"] = _why_not_detail(row["why_not"], r, run, caps)
         rules.append(row)
     groups = []

@@ -137,6 +137,20 @@ def test_rc_bad_rkey(make_pair, op):
     h.quiet()
 
 
+@pytest.mark.parametrize("op", [Op.COMP_SWAP, Op.FETCH_ADD])
+def test_rc_atomic_to_a_misaligned_address(make_pair, op):
+    """An RC atomic whose remote address is 4 bytes off 8-byte alignment, then a SEND: the
+    post refused (EINVAL: the provider checks, rxe) and the SEND delivered; or posted, and
+    then REM_INV_REQ_ERR and ERR at the requester, ERR at the responder (its event, if any,
+    the driver's), the SEND flushed. Never a SUCCESS."""
+    h = make_pair(QPType.RC)
+    _carried(h, op)
+    h.post_recv("b")
+    h.post_send("a", op, Fault.MISALIGNED)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
 def test_first_packet_to_a_peer_in_rtr(make_pair, qp_type):
     """A peer back in RTR only receives: the SEND completes at both ends; COMM_EST may come

@@ -114,6 +114,9 @@ OPS_EXTRA_FAULTS = (
     "inline_fails", "inline_over_cap_accepted", "op_not_of_type_succeeds",
     "read_beyond_depth_fails",
     "op_not_of_type_flush",  # rxe 6.4+: the foreign operation completes as a flush
+    # an atomic to a misaligned remote address executes as an aligned one; and not a fault:
+    # the provider refuses it at post with EINVAL (rdma-core's rxe provider)
+    "misaligned_atomic_executes", "misaligned_atomic_refused",
 )
 #: Faults of several QPs on one CQ (FakePair(shared_cq_sides=...): the end shares its CQs
 #: with a bystander QP): the end's flush takes the bystander's WRs too, the bystander's
@@ -265,9 +268,16 @@ class FakeEnd:
         """Post through the fake's model."""
         if self.pair.fault == "read_beyond_depth_fails" and self.pair.model.burst is None:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
+        if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_executes":
+            fault = Fault.NONE
         exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)
+        if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_refused" and (
+            exp.outcome is Outcome.EITHER
+        ):
+            self.pair.model.apply(self.side, exp, False)
+            return VerbResult(False, 22, "EINVAL: remote_addr & 7")
         qp = self.pair.model.qp(self.side)
         if self.stale and qp.state == QPState.RTS:  # a zeroed slot runs first: ERR, all flushed
             self.stale = False

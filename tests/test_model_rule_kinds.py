@@ -92,8 +92,8 @@ def _pair_rules() -> Iterator[Rule]:
         for peer_state in STATES:
             for op in (Op.SEND, Op.RDMA_WRITE):
                 for fault in Fault:
-                    if op is Op.SEND and fault is Fault.BAD_RKEY:
-                        continue
+                    if (op is Op.SEND and fault is Fault.BAD_RKEY) or fault is Fault.MISALIGNED:
+                        continue  # (a misaligned atomic: below)
                     if op is Op.RDMA_WRITE and qp_type == QPType.UD:
                         continue
                     for with_recv in (False, True):
@@ -109,6 +109,16 @@ def _pair_rules() -> Iterator[Rule]:
                             yield step.forbidden_rule
                             for _, effect in step.effects:
                                 yield from (effect.rule, *effect.checked)
+        if qp_type is QPType.RC:  # an atomic off alignment: posted, then NAKed
+            pair = PairModel(qp_type)
+            pair.qp("a").state = pair.qp("b").state = S.RTS
+            exp = pair.post_send("a", 1, Op.FETCH_ADD, Fault.MISALIGNED)
+            yield exp.rule
+            pair.apply("a", exp, True)
+            for step in pair.progress():
+                yield step.rule
+                for _, effect in step.effects:
+                    yield from (effect.rule, *effect.checked)
         model = QPModel(qp_type)
         model.state = S.RTS
         model.recvs.append(1)

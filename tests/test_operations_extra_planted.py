@@ -47,6 +47,13 @@ def _foreign(h: PairHarness) -> None:
     h.post_send("a", foreign_ops(h.dev.qp_type)[0])
 
 
+def _misaligned(h: PairHarness) -> None:
+    """A compare-and-swap to a remote address off alignment, then a SEND (RC)."""
+    h.post_recv("b")
+    h.post_send("a", Op.COMP_SWAP, Fault.MISALIGNED)
+    h.post_send("a", Op.SEND)
+
+
 def _depth(h: PairHarness) -> None:
     """Four READs back to back with max_rd_atomic 1 (RC)."""
     with h.back_to_back():
@@ -56,6 +63,7 @@ def _depth(h: PairHarness) -> None:
 
 _TYPES: dict[Callable, list[QPType]] = {
     _inline: ALL, _over_cap: ALL, _foreign: [QPType.UC, QPType.UD], _depth: [QPType.RC],
+    _misaligned: [QPType.RC],
 }
 _CLEAN = [(t, s) for s, types in _TYPES.items() for t in types]
 
@@ -77,6 +85,8 @@ PLANTED = [
      ("inline_over_cap",)),
     ("op_not_of_type_succeeds", _foreign, "status", "pair.op.not_of_type", ("foreign_op",)),
     ("read_beyond_depth_fails", _depth, "status", "pair.read.initiator_depth", ()),
+    ("misaligned_atomic_executes", _misaligned, "status", "pair.rc.atomic_misaligned",
+     ("misaligned_atomic",)),
 ]
 _CASES = [(f, s, t, k, r) for f, s, k, r, _ in PLANTED for t in _TYPES[s]]
 
@@ -183,3 +193,29 @@ def test_reads_beyond_the_depth_are_named_only_back_to_back() -> None:
 def test_the_fake_reports_a_rounded_up_cap() -> None:
     h = connected_fake(QPType.RC)
     assert h.max_inline("a") == FAKE_MAX_INLINE and h.can_post_inline("a", over_cap=True)
+
+
+def test_a_provider_that_refuses_a_misaligned_atomic_conforms() -> None:
+    """rdma-core's rxe provider refuses the post (EINVAL): a "may" choice, recorded; the
+    WR never runs and the SEND after it is delivered."""
+    h = connected_fake(QPType.RC, "misaligned_atomic_refused")
+    _misaligned(h)
+    h.quiet(0.01)
+    assert h.known == []
+
+
+def test_a_misaligned_atomic_is_an_either_post_and_an_invalid_request() -> None:
+    pair = _rts(QPType.RC)
+    exp = pair.post_send("a", 1, Op.FETCH_ADD, Fault.MISALIGNED)
+    assert (exp.outcome, exp.rule.id, exp.errnos) == (
+        Outcome.EITHER, "pair.atomic.misaligned.post", frozenset({22}))
+    pair.apply("a", exp, True)
+    (step,) = pair.progress()
+    assert step.rule.id == "pair.rc.atomic_misaligned"
+    sent = next(e for side, e in step.effects if side == "a")
+    responder = next(e for side, e in step.effects if side == "b")
+    assert [c.status for c in sent.completions] == [WCStatus.REM_INV_REQ_ERR]
+    assert pair.qp("a").state == pair.qp("b").state == S.ERR
+    assert responder.events == () and responder.allowed_events  # the driver's event, or none
+    with pytest.raises(ValueError, match="atomic only"):
+        _rts(QPType.RC).post_send("a", 2, Op.RDMA_WRITE, Fault.MISALIGNED)

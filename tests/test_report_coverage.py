@@ -55,9 +55,9 @@ def test_each_unexercised_rule_says_why(tmp_path: Path) -> None:
     assert sum(cov["why_not"].values()) == len(never) == len(cov["never"])
     assert cov["why_not"] == {
         k: sum(1 for r in never if r["why_not"] == k)
-        for k in ("not_reached", "type_unsupported", "feature_missing")
+        for k in ("not_reached", "type_unsupported", "feature_missing", "device_chose")
     }
-    assert all(cov["why_not"].values())
+    assert all(cov["why_not"][k] for k in ("not_reached", "type_unsupported", "feature_missing"))
     assert cov["applicable"] == cov["exercised"] + cov["why_not"]["not_reached"]
     assert cov["applicable"] + cov["not_applicable"] == cov["total"]
     assert cov["available_qp_types"] == ["RC", "UC", "UD"]
@@ -155,3 +155,30 @@ def test_a_rule_the_device_broke_is_exercised(tmp_path: Path) -> None:
     rules = _rules(build_report(load_run(rec.write(tmp_path / "run-main.json"))))
     assert rules["ibta.sqd.drained_event.unasked"]["count"] == 1
     assert rules["ibta.sqd.drained_event.once"]["count"] == 0
+
+
+def test_a_path_only_a_may_choice_leads_to_is_not_applicable_when_never_chosen(
+    tmp_path: Path,
+) -> None:
+    """pair.rc.atomic_misaligned follows only an accepted misaligned atomic: a device that
+    refused every one at post (rdma-core's rxe provider) never takes it, and the report
+    says so instead of "not reached"; a device that never met the choice at all still has
+    it not reached, and one that accepted once has it applicable."""
+    from models.catalog import DEVICE_CHOSE, NOT_REACHED
+
+    def row(choices: dict[str, int] | None) -> dict[str, Any]:
+        rec = RunRecorder(IDENTITY, settings(["RC"]))
+        rec.step("RC", "modify", "RESET", "INIT", ["linux.transition.RC.RESET->INIT"], "match")
+        for chosen, n in (choices or {}).items():
+            for _ in range(n):
+                rec.choice("pair.atomic.misaligned.post", chosen)
+        out = tmp_path / f"run-{len(list(tmp_path.iterdir()))}.json"
+        return _rules(build_report(load_run(rec.write(out))))["pair.rc.atomic_misaligned"]
+
+    refused = row({"refused (EINVAL)": 2})
+    assert refused["why_not"] == DEVICE_CHOSE
+    assert refused["why_not_detail"] == (
+        "only 'accepted' under pair.atomic.misaligned.post leads here; the device chose "
+        "refused (EINVAL) 2x")
+    assert row(None)["why_not"] == NOT_REACHED
+    assert row({"refused (EINVAL)": 1, "accepted": 1})["why_not"] == NOT_REACHED

@@ -33,7 +33,7 @@ SIDES = st.sampled_from(["a", "b"])
 #: shorter than a SEND, a receive whose lkey names no MR (RC).
 FAULTS = frozenset(
     {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv",
-     "bad_lkey_recv"}
+     "bad_lkey_recv", "misaligned_atomic"}
 )
 _TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
@@ -283,6 +283,14 @@ def machine_for(
             """An operation the QP type lacks, in RTS: refused, or it fails (never SUCCESS)."""
             if self._state(side) == S.RTS and op in foreign_ops(qp_type):
                 self.h.post_send(side, op)
+
+        @precondition(lambda self: "misaligned_atomic" in faults and qp_type is QPType.RC)
+        @rule(side=SIDES, op=st.sampled_from([Op.COMP_SWAP, Op.FETCH_ADD]))
+        def post_misaligned_atomic(self, side: str, op: Op) -> None:
+            """An atomic to a remote address off 8-byte alignment (on a pair whose device
+            has atomics): refused at post, or an Invalid Request error; never executed."""
+            if self._state(side) in _SENDABLE and op in self.h.ops:
+                self.h.post_send(side, op, Fault.MISALIGNED)
 
         @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
         @rule(side=SIDES, ops=st.lists(st.sampled_from(
