@@ -723,13 +723,15 @@ def scenario_divergence(h: PairHarness, scenario: Callable[[PairHarness], None])
     return caught.value.record
 
 
-def machine_divergence(machine: type[RuleBasedStateMachine]) -> Divergence:
+def machine_divergence(
+    machine: type[RuleBasedStateMachine], max_examples: int = 300
+) -> Divergence:
     """The divergence a traffic machine over a faulted fake pair raises, from a fixed seed
     (300 examples of 30 steps, no example database: a derandomized exploration would move
     with every unrelated edit); the test fails when it finds none."""
     planted = seed(0)(machine)
     planted.TestCase.settings = settings(
-        max_examples=300, stateful_step_count=30, deadline=None, database=None,
+        max_examples=max_examples, stateful_step_count=30, deadline=None, database=None,
         derandomize=False, report_multiple_bugs=False,
     )
     with pytest.raises(DivergenceError) as caught:
