@@ -228,3 +228,25 @@ def test_park_hold_follows_the_run_tail_up_to_a_limit() -> None:
     log.add("event", 100 * MUST_WAIT, "QP_FATAL on RC")
     assert h.park_hold() == pytest.approx(PARK_LIMIT * MUST_WAIT)
     h.close()
+
+
+def test_the_session_end_waits_out_the_last_pairs_and_fails_on_what_they_show() -> None:
+    """The pair_park fixture's teardown (the end of a worker's session): the last parked
+    pairs are observed until their hold has passed, then destroyed; a late forbidden
+    completion one of them shows fails the session there, never silently."""
+    from fixtures.device_fixtures import pair_park
+
+    session = pair_park.__wrapped__()  # the generator pytest drives
+    park = next(session)
+    log = _log()
+    clean, broken = _pair(park, log), _pair(park, log)
+    _send(clean)
+    wr = _send(broken)
+    _late_duplicate(broken, wr, MUST_WAIT / 3)
+    clean.park()
+    broken.park()
+    with pytest.raises(DivergenceError) as caught:
+        next(session)  # teardown
+    assert AFTER_END in str(caught.value)
+    assert not park.pairs and clean.dev.closes == 1 and broken.dev.closes == 1
+    assert log.closed["completion"] and min(log.closed["completion"]) >= MUST_WAIT
