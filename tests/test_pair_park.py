@@ -19,14 +19,15 @@ import pytest
 from models.enums import QPType, WCStatus
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.pair import PairHarness
+from qpconform.engine.pair import PARK_BASE, PARK_LIMIT, PairHarness
 from qpconform.engine.park import AFTER_END, Park
 from qpconform.engine.records import DivergenceList
 from qpconform.engine.timing import DeliveryLog, Windows, unsure
 from tests.fake_pair import FakePair
 
-#: The must-wait bound of these tests (s): a parked pair is held this long.
+#: The must-wait bound of these tests (s); a parked pair is held PARK_BASE times that.
 MUST_WAIT = 0.05
+HOLD = PARK_BASE * MUST_WAIT
 
 
 class CountingPair(FakePair):
@@ -119,13 +120,13 @@ def test_a_parked_pair_is_observed_then_destroyed_and_its_last_window_noted() ->
     park.poll()
     assert park.pairs and h.dev.closes == 0  # the bound has not passed yet
     log.add("completion", MUST_WAIT * 0.9, "ibta.err.send_error on RC")  # a slow one
-    time.sleep(MUST_WAIT * 1.2)
+    time.sleep(HOLD * 1.2)
     other = _pair(park, log)  # its steps' polls poll the park too
     other.query("a")
     other.collect()
     assert not park.pairs and h.ended and h.dev.closes == 1
     for kind in ("completion", "event"):
-        assert log.closed[kind] and min(log.closed[kind]) >= MUST_WAIT
+        assert log.closed[kind] and min(log.closed[kind]) >= HOLD
     assert unsure(log.samples, log.closed) == []
     other.close()
 
@@ -169,9 +170,9 @@ def test_drain_waits_out_every_hold_and_frees_every_pair() -> None:
         h.park()
     start = time.monotonic()
     park.drain()
-    assert time.monotonic() - start >= MUST_WAIT * 0.5
+    assert time.monotonic() - start >= HOLD * 0.5
     assert not park.pairs and all(h.dev.closes == 1 for h in pairs)
-    assert len(log.closed["completion"]) == 3 and min(log.closed["completion"]) >= MUST_WAIT
+    assert len(log.closed["completion"]) == 3 and min(log.closed["completion"]) >= HOLD
 
 
 def test_release_frees_every_pair_without_judging() -> None:
@@ -216,18 +217,20 @@ def test_a_pair_with_no_park_or_an_unknown_divergence_is_closed_at_once() -> Non
 
 
 def test_park_hold_follows_the_run_tail_up_to_a_limit() -> None:
-    """The hold is the must-wait bound, or 1.5 times the run's slowest pair delivery when
-    longer, never more than PARK_LIMIT times the bound."""
-    from qpconform.engine.pair import PARK_LIMIT
-
-    log = _log()
-    h = _pair(None, log)
-    assert h.park_hold() == pytest.approx(MUST_WAIT)
-    log.add("completion", MUST_WAIT, "ibta.err.send_error on RC")
-    assert h.park_hold() == pytest.approx(1.5 * MUST_WAIT)
+    """The hold is PARK_BASE times the must-wait bound, or 1.5 times the run's slowest pair
+    delivery when longer, never more than PARK_LIMIT times the bound; a pair already
+    parked follows a slower delivery seen after it was parked."""
+    park, log = Park(), _log()
+    h = _pair(park, log)
+    assert h.park_hold() == pytest.approx(HOLD)
+    h.park()
+    assert park.pairs[0].until == pytest.approx(h.last_active() + HOLD)
+    log.add("completion", 1.6 * MUST_WAIT, "ibta.err.recv_error on RC")
+    assert h.park_hold() == pytest.approx(1.5 * 1.6 * MUST_WAIT)
+    assert park.pairs[0].until == pytest.approx(h.last_active() + 1.5 * 1.6 * MUST_WAIT)
     log.add("event", 100 * MUST_WAIT, "QP_FATAL on RC")
     assert h.park_hold() == pytest.approx(PARK_LIMIT * MUST_WAIT)
-    h.close()
+    park.release()
 
 
 def test_the_session_end_waits_out_the_last_pairs_and_fails_on_what_they_show() -> None:
@@ -249,4 +252,4 @@ def test_the_session_end_waits_out_the_last_pairs_and_fails_on_what_they_show() 
         next(session)  # teardown
     assert AFTER_END in str(caught.value)
     assert not park.pairs and clean.dev.closes == 1 and broken.dev.closes == 1
-    assert log.closed["completion"] and min(log.closed["completion"]) >= MUST_WAIT
+    assert log.closed["completion"] and min(log.closed["completion"]) >= HOLD

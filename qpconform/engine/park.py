@@ -7,7 +7,7 @@ close is "unsure" on a loaded host, where an error-path completion can take most
 a second; a window of the must-wait bound before every close would cost that much
 per case. So a finished pair is parked instead: its CQs and event channel are
 polled at every poll of the other QPs the process checks (Engine.collect), and it is
-destroyed at the first poll after `hold` seconds have passed since its last step or
+destroyed at the first poll after its hold (`park_hold`) has passed since its last step or
 delivery. That observation, from the last step to the last poll, is the window the
 run notes as having ended an observation (DeliveryLog.note_closed), so the verdict's
 timing check (timing.unsure) judges the real length, never a guess.
@@ -47,17 +47,21 @@ class Parkable(Protocol):
     def last_active(self) -> float:
         """time.monotonic() of the pair's last step or delivery."""
 
+    def park_hold(self) -> float:
+        """How long it stays observed after its last step (asked at every poll: a slower
+        delivery seen meanwhile lengthens it)."""
+
 
 @dataclass
 class Parked:
     pair: Parkable
-    hold: float  # destroyed at the first poll this long after its last step or delivery
 
     @property
     def until(self) -> float:
-        """When its hold ends (time.monotonic()); a late delivery moves it on: a duplicate of
-        it may follow."""
-        return self.pair.last_active() + self.hold
+        """When its hold ends (time.monotonic()): its hold after its last step or delivery (a
+        late delivery moves it on: a duplicate of it may follow; a slower delivery anywhere
+        in the run lengthens the hold)."""
+        return self.pair.last_active() + self.pair.park_hold()
 
 
 @dataclass
@@ -69,9 +73,10 @@ class Park:
     found: list[DivergenceError] = field(default_factory=list)
     _polling: bool = False
 
-    def add(self, pair: Parkable, hold: float) -> None:
-        """Keep observing `pair` until `hold` s after its last step, then destroy it."""
-        self.pairs.append(Parked(pair, hold))
+    def add(self, pair: Parkable) -> None:
+        """Keep observing `pair` until its hold has passed since its last step, then
+        destroy it."""
+        self.pairs.append(Parked(pair))
 
     def poll(self) -> None:
         """Poll every parked pair once; destroy those whose hold has passed (the poll just
