@@ -385,6 +385,21 @@ def test_write_reports_html_and_json(run_files: list[Path], tmp_path: Path) -> N
     assert render_html(json.loads(json_path.read_text())).count("<article") == 2
 
 
+def test_a_divergence_found_in_a_parked_pair_says_it_was_not_shrunk(
+    run_files: list[Path],
+) -> None:
+    """A divergence a parked pair showed after its case or example ended (qpconform/engine/
+    park.py) could not be shrunk: its card says so instead of "Shrunk step sequence"."""
+    from qpconform.engine.park import AFTER_END
+
+    report = build_report(merge_runs(run_files), base=run_files[0].parent)
+    div = report["divergences"][0]
+    div.update(context={"after_end": AFTER_END}, reproducer_href=div["reproducer"])
+    page = render_html(report)
+    assert f"Found late: {AFTER_END}." in page and "Step sequence, not shrunk" in page
+    assert "Shrunk step sequence" in page  # the known one's card is unchanged
+
+
 # ----------------------------------------------------------------------------- compare
 def test_compare_finds_new_and_fixed_divergences(tmp_path: Path) -> None:
     before = synthetic_run(tmp_path / "a")

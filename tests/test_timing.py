@@ -136,9 +136,10 @@ def test_an_event_window_alone_opens_no_completion_window() -> None:
     assert track.quiet_len == 0.1
 
 
-def test_a_pairs_closing_quiet_window_follows_the_tail_and_is_judged() -> None:
-    """The quiet window a pair's case or example ends with widens with the run's slowest
-    pair delivery and is noted as ending an observation (so a shorter one is unsure)."""
+def test_a_pairs_quiet_window_follows_the_tail_and_ends_no_observation() -> None:
+    """A pair's deliberate quiet window widens with the run's slowest pair delivery, but
+    it ends no observation (the pair is polled again at its next step, or parked): it is
+    not noted as closed, so a quiet window mid-case never makes the verdict unsure."""
     import time
 
     from models.enums import QPType
@@ -150,13 +151,12 @@ def test_a_pairs_closing_quiet_window_follows_the_tail_and_is_judged() -> None:
     h = PairHarness(FakePair(QPType.RC), time_scale=0.01, delivery=log)
     h.connect()
     h.quiet()
-    assert log.closed["completion"][0] < 0.05  # the scaled base window (or the fake's tail)
     log.add("completion", 0.2, "pair.send.delivered on RC")
     start = time.monotonic()
     h.quiet()
     assert time.monotonic() - start >= 0.3
-    assert log.closed["completion"][-1] == pytest.approx(0.3)
-    assert len(unsure(log.samples, log.closed)) == 1  # the first one was shorter
+    assert log.closed["completion"] == [] and log.closed["event"] == []
+    assert unsure(log.samples, log.closed) == []
     h.close()
 
 

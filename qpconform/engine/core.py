@@ -41,6 +41,7 @@ from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
 from .judge import DivergenceError, Judge
 from .ledger import QUEUES, Found, Required, event_rule
+from .park import Park
 from .quirks import Quirk
 from .records import Divergence
 from .text import (
@@ -88,6 +89,9 @@ class Engine:
     #: wire; "lone QP": flushes a QP makes alone, which a pair's network delays say nothing
     #: about). Its delivery kinds read "lone QP completion", "lone QP event".
     delivery_scope: str = ""
+    #: Finished pairs still observed (qpconform/engine/park.py): every collect polls them too,
+    #: so they stay watched while this rule set runs (None: nothing parked here).
+    parking: Park | None = None
 
     def __init__(
         self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
@@ -96,6 +100,8 @@ class Engine:
         self.device_identity = identity
         self.delivery = delivery if delivery is not None else DeliveryLog()
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
+        #: time.monotonic() of the last verb or delivery: what a late item would follow
+        self.active_at = time.monotonic()
 
     def _kind(self, kind: str) -> str:
         """The delivery kind (timing.py) of this rule set's completions or events."""
@@ -222,6 +228,7 @@ class Engine:
         seen: QPState | None = None,
     ) -> int:
         """Append one verb to the track's step log (what a reproducer replays)."""
+        self.active_at = time.monotonic()
         entry: dict[str, Any] = {"verb": exp.verb}
         if track.side is not None:
             entry["side"] = track.side
@@ -372,7 +379,10 @@ class Engine:
 
     # ------------------------------------------------------------------------- observing
     def collect(self) -> None:
-        """Poll every tracked QP once: completions (send CQ first), then events."""
+        """Poll every tracked QP once: completions (send CQ first), then events; and every
+        parked pair (their own divergences are kept by the park, never raised here)."""
+        if self.parking is not None:
+            self.parking.poll()
         tracks = self.tracks()
         for track in tracks:
             done = track.handle.poll()
@@ -499,6 +509,7 @@ class Engine:
         """Match one completion against the track's ledger; judge what does not match.
 
         Any completion opens the track's quiet window: a duplicate of it may follow."""
+        self.active_at = time.monotonic()
         self._saw(track, completion_text(wc))
         track.owe_quiet(track.last(), self._window("completion"))
         found = track.ledger.match(wc)
@@ -542,6 +553,7 @@ class Engine:
     def on_event(self, track: Track, event: EventType) -> None:
         """A required event is claimed; a forbidden or unbooked one is judged (SQ_DRAINED
         always: unasked, outside SQD and a second one per drain each have a rule)."""
+        self.active_at = time.monotonic()
         self._saw(track, f"event {event.name}")
         drained = event == EventType.SQ_DRAINED
         if drained:

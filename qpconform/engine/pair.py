@@ -54,10 +54,11 @@ from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, Ve
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
 from .pair_follow import EndState, PairFollowing, Rewind
+from .park import AFTER_END, Park
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .shared_cq import SharedCQ
-from .timing import TIMER, WIDEN_MARGIN, DeliveryLog
+from .timing import KINDS, TIMER, WIDEN_MARGIN, DeliveryLog
 from .track import Track
 
 S = QPState
@@ -76,6 +77,13 @@ IWARP_CLOSE_BOUND = 3.0
 #: exhausted): rxe's retransmit timer under TCG was seen to fire more than 0.5 s late
 #: (trixie, soak seed 1136116765); the wait ends as soon as the completion comes.
 TIMER_BOUND = 3.0
+#: A parked pair (PairHarness.park) is held this many times the must-wait bound after its
+#: last step: holding costs no wait, and under a saturated host an RC error-path completion
+#: took 1.19 s against rxe's 1.0 s must-wait (bookworm soak, --busy 2, December 2026).
+PARK_BASE = 2.0
+#: ... and at most this many times, however slow the run's deliveries: a slower one makes
+#: the verdict unsure instead.
+PARK_LIMIT = 3.0
 _TIMER_RULES = frozenset({RC_RETRY_EXHAUSTED.id, RC_RNR_EXHAUSTED.id})
 #: The bytes a pair's WR carries (the adapters' length): an inline one needs that much cap.
 INLINE_LEN = 16
@@ -127,10 +135,16 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         event_window: float | None = None,
         variant: Variant | str = LINUX,
         test: str | None = None,
+        park: Park | None = None,
     ) -> None:
         judge = Judge(quirks, sink, recorder, defer_events=defer_events, test=test)
         super().__init__(judge, dict(device.identity), delivery)
         self.dev = device
+        #: where the pair goes when its case or example ends (None: closed at once); its
+        #: pairs are polled at every collect (Engine.parking)
+        self.parking = park
+        self.parked = False  # its case or example ended; it is still observed
+        self.ended = False  # closed: nothing of it is observed any more
         self.variant = parse_variant(variant)
         # An iWARP pair (connection-managed variant): connected through rdma_cm, never
         # reused, and a close ends the connection at the peer.
@@ -465,18 +479,73 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
 
     def quiet(self, window: float | None = None) -> None:
         """The deliberate "must not happen" window: observe for `window` s (default: the
-        quiet window, widened by the run's deliveries), then check. The window is noted
-        as one that ended an observation: a case or example ends with it."""
+        quiet window, widened by the run's deliveries), then check. It ends no
+        observation: the pair is polled again at its next step, and a late item is judged
+        then, against the step that forbade it; only the pair's end (`park`, `close`)
+        ends its observation."""
         if window is None:
             window = self.delivery.window(self._kind("completion"), self.quiet_window)
-            self.delivery.note_closed(self._kind("completion"), window)
         self.observe(window, 0.0)
         self.note_watched()
         self._check_states()
 
     def close(self) -> None:
-        """Release the device pair."""
+        """Release the device pair (at once: nothing is watched after it, and no window
+        is noted; `park` ends a finished pair's observation soundly)."""
+        self.ended = True
         self.dev.close()
+
+    def park_hold(self) -> float:
+        """How long a finished pair stays observed after its last step: PARK_BASE times the
+        must-wait bound (the pair's settle bound when the run follows none), or
+        WIDEN_MARGIN times the run's slowest pair delivery when longer (at most PARK_LIMIT
+        times the bound). Asked at every poll of the park: it follows the tail."""
+        bound = self.delivery.cap or self.bound
+        tail = max(self.delivery.slowest(self._kind(k)) for k in KINDS)
+        return max(PARK_BASE * bound, min(PARK_LIMIT * bound, WIDEN_MARGIN * tail))
+
+    def park(self) -> None:
+        """The case or example ended: keep the pair observed (its CQs and events polled at
+        every poll of the process's other QPs) until `park_hold` has passed since its last
+        step, then destroy it (qpconform/engine/park.py). Closed at once instead when
+        there is no park or an unknown divergence was raised (what it delivers now would
+        be a consequence of that one)."""
+        if self.ended or self.parked:
+            return
+        if self.parking is None or self.judge.raised:
+            self.close()
+            return
+        self.parked = True
+        self.parking.add(self)
+
+    def park_poll(self) -> None:
+        """One poll of a parked pair; an event divergence it defers is raised here (its
+        test has ended: nothing calls finish() again)."""
+        deferred = len(self.judge.deferred)
+        self.collect()
+        if len(self.judge.deferred) > deferred:
+            new = self.judge.deferred[deferred:]
+            raise DivergenceError(new[0], new[1:])
+
+    def park_close(self, observed: float) -> None:
+        """Destroy a parked pair; `observed` s since its last step, when judged, is the
+        window that ended its observation (both kinds: its CQs and its events)."""
+        if observed > 0.0:
+            for kind in KINDS:
+                self.delivery.note_closed(self._kind(kind), observed)
+        self.close()
+
+    def last_active(self) -> float:
+        """time.monotonic() of the pair's last verb or delivery."""
+        return self.active_at
+
+    def divergence(self, track: Track, kind: str, rule: Rule, origin: int, expected: str,
+                   observed: str, tags: list[str], **override: Any) -> Divergence:
+        """The engine's record; one found in a parked pair says so (it was not shrunk)."""
+        d = super().divergence(track, kind, rule, origin, expected, observed, tags, **override)
+        if self.parked:
+            d.context["after_end"] = AFTER_END
+        return d
 
     def finish(self) -> None:
         """Raise the first deferred event divergence (all of them are in the message)."""

@@ -99,6 +99,8 @@ class Divergence:
         ]
         if self.test:
             lines.append(f"  test     : {self.test}")
+        if self.context.get("after_end"):  # found in a parked pair (qpconform/engine/park.py)
+            lines.append(f"  note     : {self.context['after_end']}")
         lines.append(f"  steps ({self.verb_steps} verbs):")
         lines.extend(f"    {i:2d}. {describe_step(s)}" for i, s in enumerate(self.steps, 1))
         if self.reproducer:

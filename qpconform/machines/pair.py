@@ -96,15 +96,20 @@ class PairMachine(RuleBasedStateMachine):
                 self.h.query(side)
 
     def teardown(self) -> None:
-        """The example's quiet window, then the pair's release. The window is skipped once
-        an unknown divergence was raised: completions polled with it were never matched,
-        and the error being shrunk must not be replaced by a consequence of it."""
+        """The example's quiet window, then the pair is parked: observed while the next
+        example runs, destroyed once twice the must-wait bound has passed since its last step
+        (PairHarness.park; closed at once with no park). The window is skipped, and the
+        pair closed at once, once an unknown divergence was raised: completions polled
+        with it were never matched, and the error being shrunk must not be replaced by a
+        consequence of it."""
         if hasattr(self, "h"):
             try:
                 if not self.h.judge.raised:
                     self.h.quiet()
-            finally:
+            except BaseException:
                 self.h.close()
+                raise
+            self.h.park()
 
 
 def _outstanding(h: PairHarness, side: str) -> int:
