@@ -13,10 +13,12 @@ S = QPState
 #: Short transport timers so automatic transitions happen well under a second on rxe.
 FAST = WireSettings(timeout=10, retry_cnt=1, rnr_retry=1, min_rnr_timer=1)
 #: RC sends wait (RNR, infinite retry) until the peer posts a receive: outstanding for sure.
-#: The local ACK timeout (timeout 14: 67 ms, not FAST's 4 ms) leaves a slow responder (a
-#: software device on a loaded host) time to send its RNR NAK: a missed NAK would end the
-#: send with RETRY_EXC_ERR and the QP in ERR, which is not what these tests are about.
-HOLD = WireSettings(timeout=14, retry_cnt=1, rnr_retry=7, min_rnr_timer=1)
+#: The local ACK timeout (timeout 14: 67 ms, not FAST's 4 ms) and 7 retries leave a slow
+#: responder (a software device on a loaded host) about half a second to send its RNR NAK:
+#: a missed NAK would end the send with RETRY_EXC_ERR and the QP in ERR, which is not what
+#: these tests are about (with 1 retry, rxe on trixie missed it once with VMs and
+#: self-tests saturating the 2 cores).
+HOLD = WireSettings(timeout=14, retry_cnt=7, rnr_retry=7, min_rnr_timer=1)
 QKEY = 0x11111111
 
 #: Required bring-up masks from man ibv_modify_qp(3) (independent of the model's table).
