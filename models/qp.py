@@ -370,27 +370,22 @@ class QPModel(QPModify):
         """An affiliated error the device detected outside any WR: ERR, flush, the event."""
         if event not in QP_ERROR_EVENTS:
             raise ValueError(f"{event!r} is not an affiliated QP error event")
-        before = self.state
-        flushed = self._flush_all()
-        events = (event, *self.err_events(before))
-        self._enter(S.ERR)
-        return self._exp(
-            "async_error",
-            Outcome.ACCEPT,
-            rules.ERR_ON_ASYNC_ERROR,
-            before,
-            completions=flushed,
-            events=events,
-            checked=[rules.ERR_ON_ASYNC_ERROR, *self.err_checked(before)],
-        )
+        return self._error_entered((event,))
 
     def invalid_request(self) -> Expectation:
         """The responder NAKed a request no receive WQE saw (a misaligned atomic, IBTA's
         class C): ERR, its WRs flushed; the affiliated event, if any, is the driver's
         (QP_REQ_ERR, QP_ACCESS_ERR or QP_FATAL; models/operations.py RC_ATOMIC_MISALIGNED)."""
+        return self._error_entered((), allowed=tuple(sorted(QP_ERROR_EVENTS)))
+
+    def _error_entered(
+        self, events: tuple[EventType, ...], allowed: tuple[EventType, ...] = ()
+    ) -> Expectation:
+        """The device moved the QP to ERR on its own: every WR flushed, `events` due (with
+        what entering ERR raises), `allowed` ones may come."""
         before = self.state
         flushed = self._flush_all()
-        events = self.err_events(before)
+        due = (*events, *self.err_events(before))
         self._enter(S.ERR)
         exp = self._exp(
             "async_error",
@@ -398,10 +393,10 @@ class QPModel(QPModify):
             rules.ERR_ON_ASYNC_ERROR,
             before,
             completions=flushed,
-            events=events,
+            events=due,
             checked=[rules.ERR_ON_ASYNC_ERROR, *self.err_checked(before)],
         )
-        return replace(exp, allowed_events=tuple(sorted(QP_ERROR_EVENTS)))
+        return replace(exp, allowed_events=allowed) if allowed else exp
 
     # ------------------------------------------------------------------------ iWARP posts
     def _post_iwarp(self, queue: str, wr_id: int, signaled: bool = True) -> Expectation:

@@ -431,26 +431,24 @@ class Checker(Engine):
         rule = self.variant.table.invalid_rule(QPState.RESET, QPState.INIT, qp_type)
         if qp_type in self.variant.table.qp_types:
             raise ValueError(f"the {self.variant.name} variant has {qp_type.name} QPs")
-        step = {"verb": "create", "qp_type": qp_type.name, "expected": "refused"}
         try:
             self.device.create_qp(qp_type).destroy()
-        except UnsupportedQPType as exc:
-            if self.judge.recorder is not None:
-                self.judge.recorder.step(qp_type.name, "create", "RESET", None, [rule.id], "match")
-            step["observed"] = f"refused ({exc})"
-            return
-        d = Divergence(
-            qp_type=qp_type.name, state="RESET", verb="create", attrs={}, mask=[],
-            expected=f"create_qp({qp_type.name}) refused", observed="created",
-            rule_id=rule.id, rule_summary=rule.summary, source=str(rule.source),
-            rule_kind=rule.kind or "", rule_layer=rule.layer or "",
-            device=dict(self.device_identity), steps=[{**step, "observed": "created"}],
-            kind="outcome", tags=["outcome", "outcome=accepted"],
-        )
-        known = self.judge.verdict(d, d.steps)
+        except UnsupportedQPType:
+            result = "match"
+        else:
+            step = {"verb": "create", "qp_type": qp_type.name, "expected": "refused",
+                    "observed": "created"}
+            d = Divergence(
+                qp_type=qp_type.name, state="RESET", verb="create", attrs={}, mask=[],
+                expected=f"create_qp({qp_type.name}) refused", observed="created",
+                rule_id=rule.id, rule_summary=rule.summary, source=str(rule.source),
+                rule_kind=rule.kind or "", rule_layer=rule.layer or "",
+                device=dict(self.device_identity), steps=[step],
+                kind="outcome", tags=["outcome", "outcome=accepted"],
+            )
+            result = "known" if self.judge.verdict(d, d.steps) else "match"
         if self.judge.recorder is not None:
-            self.judge.recorder.step(
-                qp_type.name, "create", "RESET", None, [rule.id], "known" if known else "match")
+            self.judge.recorder.step(qp_type.name, "create", "RESET", None, [rule.id], result)
 
     def next_wr_id(self) -> int:
         """A wr_id never used before in this checker."""

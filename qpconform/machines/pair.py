@@ -97,8 +97,8 @@ class PairMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """The example's quiet window, then the pair is parked: observed while the next
-        example runs, destroyed once twice the must-wait bound has passed since its last step
-        (PairHarness.park; closed at once with no park). The window is skipped, and the
+        example runs, destroyed once its hold has passed since its last step
+        (PairHarness.park, park_hold; closed at once with no park). The window is skipped, and the
         pair closed at once, once an unknown divergence was raised: completions polled
         with it were never matched, and the error being shrunk must not be replaced by a
         consequence of it."""
