@@ -81,8 +81,8 @@ def bring_to(qp: CheckedQP, state: QPState) -> None:
 def run_modify_case(qp: CheckedQP, device: Device, case: Case) -> None:
     """Bring a fresh QP to case.cur and run the case's modify.
 
-    No settle here: run_group destroys the QP next, and CheckedQP.destroy() settles first
-    (one bounded window per case instead of two).
+    No settle here: run_group retires the QP next, and CheckedQP.retire() settles first
+    (one bounded wait per case instead of two; its quiet window overlaps the next case).
     """
     bring_to(qp, case.cur)
     attrs = qp.attrs_for(case.mask, case.nxt)  # valid values of the mask's fields
@@ -181,8 +181,10 @@ def _refused_last(qp: CheckedQP) -> bool:
 
 
 def _destroy(qp: CheckedQP, label: str) -> list[str]:
+    """The case is done with `qp`: retired (observed on while the next cases run, then
+    destroyed: CheckedQP.retire), or destroyed at once once it diverged."""
     try:
-        qp.destroy()
+        qp.retire()
     except DivergenceError as exc:
         return [f"{label} (destroy): {exc}"]
     return []

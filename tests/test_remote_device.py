@@ -75,11 +75,13 @@ def test_clean_device_passes_with_about_one_round_trip_per_step(tmp_path: Path) 
     verbs = [s for s in steps if s and s[1] not in ("quiet", "settle")]
     # a verb's reply carries the reads after it (without that: 2.8 per checked step), a
     # post's its QP's query_qp too; a destroy rides with the next request; the rest are
-    # creates, queries and the waits for what is due. Measured on this run (659 checked
-    # steps): 1.66 round trips per checked step with a round trip per destroy and a query
-    # after posts, 1.45 with the 140 destroys carried, 1.31 with posts read back (191 ->
-    # 98 queries)
-    assert trips < 1.35 * len(verbs), (trips, len(verbs))
+    # creates (one each: counted apart, their share depends on the drawn sequences),
+    # queries and the waits for what is due. Measured (659 checked steps, 140 creates):
+    # 1.66 round trips per checked step with a round trip per destroy and a query after
+    # posts, 1.45 with the destroys carried, 1.31 with posts read back (191 -> 98
+    # queries), 1.10 without the creates; 1.07 on other sequences (496 steps, 184 creates)
+    creates = dev.channel.by_verb["create_qp"]
+    assert trips - creates < 1.15 * len(verbs), (trips, creates, len(verbs))
     assert "destroy" not in dev.channel.by_verb and dev.channel.carried["destroy"] > 60
 
 

@@ -228,7 +228,7 @@ class Engine:
         seen: QPState | None = None,
     ) -> int:
         """Append one verb to the track's step log (what a reproducer replays)."""
-        self.active_at = time.monotonic()
+        self.active_at = track.active_at = time.monotonic()
         entry: dict[str, Any] = {"verb": exp.verb}
         if track.side is not None:
             entry["side"] = track.side
@@ -509,7 +509,7 @@ class Engine:
         """Match one completion against the track's ledger; judge what does not match.
 
         Any completion opens the track's quiet window: a duplicate of it may follow."""
-        self.active_at = time.monotonic()
+        self.active_at = track.active_at = time.monotonic()
         self._saw(track, completion_text(wc))
         track.owe_quiet(track.last(), self._window("completion"))
         found = track.ledger.match(wc)
@@ -553,7 +553,7 @@ class Engine:
     def on_event(self, track: Track, event: EventType) -> None:
         """A required event is claimed; a forbidden or unbooked one is judged (SQ_DRAINED
         always: unasked, outside SQD and a second one per drain each have a rule)."""
-        self.active_at = time.monotonic()
+        self.active_at = track.active_at = time.monotonic()
         self._saw(track, f"event {event.name}")
         drained = event == EventType.SQ_DRAINED
         if drained:

@@ -22,6 +22,7 @@ is core.py's, so what is left here is the lone QP's own.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -30,13 +31,15 @@ from models import readback, rules
 from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
+from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
 from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType, VerbResult
-from .judge import Judge, ReproducerWriter, StepRecorder
+from .judge import DivergenceError, Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
+from .park import AFTER_END
 from .quirks import Quirks, reads_wrong
 from .records import Divergence, DivergenceSink
 from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
@@ -45,6 +48,12 @@ from .track import Track
 
 S = QPState
 MUST_WAIT = 2.0
+#: A retired QP (its case or example ended: `CheckedQP.retire`) stays observed this many
+#: times its quiet window (widened by the run's lone deliveries) after its last step or
+#: delivery, then is destroyed: the wait costs nothing, the margin covers a delivery
+#: slower than any the run had seen when the window opened (siw 6.1: a 164 ms lone
+#: flush after 100 ms windows had closed, December 2026).
+RETIRE_HOLD = 2.0
 #: Values for fields a device's valid_attrs() may leave out.
 FALLBACK_ATTRS: dict[str, int] = {
     "en_sqd_async_notify": 1,
@@ -64,6 +73,7 @@ class CheckedQP:
         self.qp_type = QPType(handle.qp_type)
         self.track = Track(handle, model, self.qp_type, handle.qp_num, steps=[])
         self.destroyed = False
+        self.retired = False  # its case or example is done with it; still observed
         self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
 
@@ -171,13 +181,39 @@ class CheckedQP:
             if not self.broken:
                 self.checker.serve([self])
         finally:
-            if not self.destroyed:
-                exp = self.model.destroy()
-                self.handle.destroy()
-                self.model.apply(exp, True)
-                self.checker.log_step(self.track, exp, VerbResult(True), {})
-                self.destroyed = True
-                self.checker.forget(self)
+            self._destroy_now()
+
+    def retire(self) -> None:
+        """The case or example is done with this QP: settle what is due (bounded), then
+        destroy it without waiting out its quiet window. If a window is still open and the
+        checker parks (`Checker.parking`), the QP stays observed: polled at every poll of
+        this checker (and, once the checker is parked, of later ones) until RETIRE_HOLD
+        times its window has passed since its last step or delivery; the real time watched
+        is then noted as the window that ended its observation. Without a park, or once
+        broken, it is `destroy`."""
+        chk = self.checker
+        if self.destroyed or self.retired:
+            return
+        if self.broken or chk.parking is None:
+            self.destroy()
+            return
+        chk.poll_and_settle(chk.must_wait)
+        if self.track.quiet_from is None or self.broken:
+            self.destroy()  # no window open: nothing left to watch
+            return
+        self.retired = True
+        chk.retire(self)
+
+    def _destroy_now(self) -> None:
+        """destroy_qp on model and device, logged; the QP is no longer observed."""
+        if self.destroyed:
+            return
+        exp = self.model.destroy()
+        self.handle.destroy()
+        self.model.apply(exp, True)
+        self.checker.log_step(self.track, exp, VerbResult(True), {})
+        self.destroyed = True
+        self.checker.forget(self)
 
     def check_state(self, unless_read: bool = False) -> None:
         """Query the device (not logged as a step): its state must be the model's.
@@ -397,6 +433,9 @@ class Checker(Engine):
         self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait
         self._live: list[CheckedQP] = []
+        #: QPs their case or example is done with, observed until their hold has passed
+        self._retired: list[CheckedQP] = []
+        self.parked = False  # its test or example ended; its retired QPs are still observed
         self.diverged = False  # an unknown divergence was raised (the model may be off)
         self._wr_ids = itertools.count(1)
 
@@ -456,16 +495,90 @@ class Checker(Engine):
 
     def forget(self, qp: CheckedQP) -> None:
         """A QP was destroyed: stop observing it."""
-        if qp in self._live:
-            self._live.remove(qp)
+        for where in (self._live, self._retired):
+            if qp in where:
+                where.remove(qp)
+
+    def retire(self, qp: CheckedQP) -> None:
+        """`qp` is done with but still owes a quiet window (CheckedQP.retire): observe it
+        until its hold has passed, then destroy it."""
+        self.forget(qp)
+        self._retired.append(qp)
+
+    def retire_hold(self) -> float:
+        """How long a retired QP stays observed after its last step or delivery: RETIRE_HOLD
+        times the longer of its windows, as widened by the run's lone deliveries (asked at
+        every poll: it follows the tail)."""
+        return RETIRE_HOLD * max(self._window("completion"), self._window("event"))
+
+    def collect(self) -> None:
+        """Poll every QP (Engine.collect), then destroy the retired ones whose hold had
+        passed when the poll began; the time each was watched after its last step or
+        delivery is noted as the window that ended its observation."""
+        began = time.monotonic()
+        try:
+            super().collect()
+        except DivergenceError:  # a retired QP that diverged is watched no more
+            for qp in [q for q in self._retired if q.broken]:
+                qp._destroy_now()
+            raise
+        if self._retired:
+            hold = self.retire_hold()
+            self._reap([q for q in self._retired if began >= q.track.active_at + hold], began)
+
+    def _reap(self, qps: list[CheckedQP], now: float) -> None:
+        for qp in qps:
+            observed = now - qp.track.active_at
+            if qp.track.quiet_len > 0.0:
+                self.delivery.note_closed(self._kind("completion"), observed)
+            if qp.track.events_len > 0.0:
+                self.delivery.note_closed(self._kind("event"), observed)
+            qp._destroy_now()
+
+    def park(self) -> None:
+        """The test or example ended: retire every open QP (settled, not waited out). While
+        some stay observed the checker is parked (`parking`): later checkers' polls keep
+        them watched, and the park destroys them when their hold has passed."""
+        for qp in list(self._live):
+            qp.retire()
+        if self._retired and self.parking is not None and not self.parked:
+            self.parked = True
+            self.parking.add(self)
+
+    # ------------------------------------------------------- parked (qpconform/engine/park.py)
+    def park_poll(self) -> None:
+        """One poll of the retired QPs (an unknown divergence raises DivergenceError)."""
+        self.collect()
+
+    def park_close(self, observed: float) -> None:
+        """Destroy what is left; `observed` > 0: its hold has passed, each QP's own watch is
+        noted (0: released unjudged, nothing noted)."""
+        if observed > 0.0:
+            self._reap(list(self._retired), time.monotonic())
+        self.close()
+
+    def last_active(self) -> float:
+        """time.monotonic() of the last step or delivery of its retired QPs."""
+        return max((q.track.active_at for q in self._retired), default=0.0)
+
+    def park_hold(self) -> float:
+        return self.retire_hold()
+
+    def divergence(self, track: Track, kind: str, rule: Rule, origin: int, expected: str,
+                   observed: str, tags: list[str], **override: Any) -> Divergence:
+        """The engine's record; one found in a retired QP says so (its case had ended)."""
+        d = super().divergence(track, kind, rule, origin, expected, observed, tags, **override)
+        if any(q.track is track for q in self._retired):
+            d.context["after_end"] = AFTER_END
+        return d
 
     def close(self) -> None:
-        """Destroy every QP still open, without comparing anything (teardown).
+        """Destroy every QP still open or retired, without comparing anything (teardown).
 
         Every QP is tried even if one fails; the first failure is raised at the end.
         """
         failure: Exception | None = None
-        for qp in list(self._live):
+        for qp in [*self._live, *self._retired]:
             qp.destroyed = True
             self.forget(qp)
             try:
@@ -498,7 +611,7 @@ class Checker(Engine):
 
     # -------------------------------------------------------------- the rule set's part
     def tracks(self) -> list[Track]:
-        return [q.track for q in self._live]
+        return [q.track for q in (*self._live, *self._retired)]
 
     def on_unknown(self, track: Track) -> None:
         self.diverged = True

@@ -1,4 +1,5 @@
-"""Finished pairs kept under observation: the end of a case or example that does not block.
+"""Finished pairs (and lone QPs) kept under observation: the end of a case or example that
+does not block.
 
 A pair's observation truly ends only when its QPs and CQs go: whatever a step made
 late (a duplicate completion, a completion of a WR that must never run, a forbidden
@@ -20,6 +21,9 @@ divergence is kept in `found` for the caller to fail a test with (the next pair
 test's setup or teardown, or the end of the session: fixtures/device_fixtures.py).
 `release` destroys every parked pair without judging (a failure, Ctrl-C, session end
 after `drain`); the device's close destroys whatever is left in any case.
+
+A lone-QP Checker whose case or example ended parks the same way, with the QPs it retired
+(qpconform/engine/lone.py `Checker.park`); its hold is its own (twice its quiet window).
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from typing import Protocol
 from .judge import DivergenceError
 
 #: Why a divergence found in a parked pair was not shrunk (in its record and message).
-AFTER_END = "seen after its case or example ended, in the pair kept under observation: not shrunk"
+AFTER_END = (
+    "seen after its case or example ended, while its QPs were kept under observation: not shrunk"
+)
 
 
 class Parkable(Protocol):
-    """What the park needs of a finished pair (PairHarness)."""
+    """What the park needs of a finished pair (PairHarness) or lone Checker."""
 
     def park_poll(self) -> None:
         """Poll the pair once and judge what came; raises DivergenceError if unknown."""

@@ -45,6 +45,8 @@ class Track:
     events_until: float = 0.0  # when the open event window closes (within quiet_until)
     quiet_len: float = 0.0  # the longest quiet window opened since the last close (seconds)
     events_len: float = 0.0  # the longest event window opened since the last close
+    #: time.monotonic() of the QP's last step or delivery: a retired QP's hold runs from it
+    active_at: float = field(default_factory=time.monotonic)
 
     def owe_quiet(self, step: int, seconds: float) -> None:
         """Something may still appear, or must not, because of `step`: a quiet window of

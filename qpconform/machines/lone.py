@@ -39,6 +39,7 @@ from models.variant import LINUX, Variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
+from qpconform.engine.park import Park
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import Divergence, DivergenceList
 from qpconform.engine.text import C_FIELD_BITS, mask_fields
@@ -98,6 +99,9 @@ class MachineConfig:
     must_wait: float = MUST_WAIT
     delivery: DeliveryLog | None = None  # where delivery delays are measured (a shared log)
     test: str | None = None  # the test the records name (the suite's pytest node id)
+    #: park a finished example's QPs (observed while the next runs: run_machine) instead of
+    #: waiting out their windows before destroying them
+    park: bool = True
 
 
 class _StepsOnly:
@@ -130,7 +134,10 @@ class QPMachine(RuleBasedStateMachine):
         config: MachineConfig = MachineConfig(),
         sink: DivergenceList | None = None,
         recorder: StepRecorder | None = None,
+        park: Park | None = None,
     ) -> None:
+        """`park`: where a finished example's QPs stay observed while the next runs (None:
+        each example waits out its windows before its QPs are destroyed)."""
         super().__init__()
         self.device = device
         self.types = list(qp_types)
@@ -147,6 +154,7 @@ class QPMachine(RuleBasedStateMachine):
             delivery=config.delivery,
             test=config.test,
         )
+        self.checker.parking = park
         self.posts: dict[int, int] = {}
 
     # ------------------------------------------------------------------ QP lifetime
@@ -298,16 +306,22 @@ class QPMachine(RuleBasedStateMachine):
             qp.check_state(unless_read=True)
 
     def teardown(self) -> None:
-        """Wait out the example's open quiet windows, then destroy its QPs.
+        """Settle what is due, then park the example's QPs (observed while the next example
+        runs, destroyed once their hold has passed: Checker.park), or with no park wait out
+        their open quiet windows and destroy them.
 
         Skipped once a divergence was raised: the model may be off, and the error being
         shrunk must not be replaced by a consequence of it.
         """
         try:
             if not self.checker.diverged:
-                self.checker.serve()
+                if self.checker.parking is not None:
+                    self.checker.park()
+                else:
+                    self.checker.serve()
         finally:
-            self.checker.close()
+            if not self.checker.parked:
+                self.checker.close()
 
 
 def _bits(bits: Any) -> Attr:
@@ -376,18 +390,42 @@ def run_machine(
     On an unknown divergence the minimal example's DivergenceError is re-raised, its
     record first handed to `keep(record, minimal=True)` (the suite writes its
     reproducer there); each known one goes to `keep(record, False)`.
+
+    A finished example's QPs are parked (config.park): observed while the next examples
+    run instead of blocking for their quiet windows, and waited out at the end. A
+    divergence found that late belongs to an example that already ended, so it cannot be
+    shrunk: when the examples can be replayed (a seed, or a derandomized profile) the run
+    is made again with every example waiting out its windows, which finds the divergence
+    inside its example and shrinks it; else (or if the replay does not meet it again) the
+    late record is raised, marked "not shrunk".
     """
     sink = DivergenceList(only_known=True)  # unknown ones of unshrunk examples are dropped
     types = [t for t in qp_types if t in device.supported_qp_types()]
     if not types:
         raise UnsupportedQPType("none of the selected QP types is supported by the device")
+    chosen = hypothesis_settings or machine_settings()
 
-    try:
+    def run(park: Park | None) -> None:
         _run_seeded(
             example_seed,
-            lambda: QPMachine(device, types, variant, quirks, config, sink, recorder),
-            settings=hypothesis_settings or machine_settings(),
+            lambda: QPMachine(device, types, variant, quirks, config, sink, recorder, park),
+            settings=chosen,
         )
+
+    try:
+        if not config.park:
+            run(None)
+        else:
+            park = Park()
+            try:
+                run(park)
+                park.drain()  # the last examples' QPs, until their holds have passed
+            finally:
+                park.release()
+            if park.found:
+                if example_seed is not None or chosen.derandomize:
+                    run(None)  # the same examples, each waiting out its windows
+                park.raise_found()
     except DivergenceError as exc:
         if keep is not None:
             keep(exc.record, True)
