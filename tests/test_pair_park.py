@@ -253,3 +253,29 @@ def test_the_session_end_waits_out_the_last_pairs_and_fails_on_what_they_show() 
     assert AFTER_END in str(caught.value)
     assert not park.pairs and clean.dev.closes == 1 and broken.dev.closes == 1
     assert log.closed["completion"] and min(log.closed["completion"]) >= HOLD
+
+
+def test_destroying_an_end_mid_case_observes_its_window_and_notes_it() -> None:
+    """An end destroyed in the middle of a case takes its CQs with it: it is first observed
+    for the completion window since the pair's last step, and that stretch is noted as a
+    window that ended an observation (before: nothing was noted, a hole in the verdict's
+    timing check), so a late forbidden item can no longer slip past unaccounted for."""
+    log = _log()
+    h = _pair(None, log)
+    wr = _send(h)
+    _late_duplicate(h, wr, h.quiet_window / 2)  # due to arrive inside the window
+    began = time.monotonic()
+    with pytest.raises(DivergenceError) as caught:
+        h.destroy("a")
+    assert "again" in caught.value.record.observed  # seen before the CQs went
+    assert time.monotonic() - began < h.quiet_window * 2
+    h.close()
+
+    log = _log()
+    h = _pair(None, log)
+    _send(h)
+    h.destroy("b")
+    window = log.window("completion", h.quiet_window)
+    for kind in ("completion", "event"):
+        assert len(log.closed[kind]) == 1 and log.closed[kind][0] >= window
+    h.close()

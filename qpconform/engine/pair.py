@@ -24,6 +24,7 @@ qpconform/engine/pair_follow.py's (`PairFollowing`, mixed into PairHarness).
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
@@ -343,8 +344,15 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         return got
 
     def destroy(self, side: str) -> None:
-        """destroy_qp on one end ("the peer is gone")."""
-        self.collect()  # nothing may be lost with the CQs
+        """destroy_qp on one end ("the peer is gone"). Its CQs go with it: nothing it
+        delivers later can be seen, so the end is first observed for the completion window
+        (widened by the run's tail) since the pair's last step or delivery, and that stretch
+        is noted as a window that ended an observation (the verdict's timing check)."""
+        window = self.delivery.window(self._kind("completion"), self.quiet_window)
+        left = window - (time.monotonic() - self.active_at)
+        self.wait(max(0.0, left), 0.0)  # polls at least once: nothing may be lost
+        for kind in KINDS:
+            self.delivery.note_closed(self._kind(kind), time.monotonic() - self.active_at)
         track = self.ends[side]
         exp = self.model.destroy(side)
         self.dev.end(side).destroy()  # its bystander, if any, with it
