@@ -290,7 +290,7 @@ BOUNDARIES: tuple[_Boundary, ...] = (
     _Boundary("ah_port_num", Attr.AV, ((0, False), (Bound("phys_port_cnt", 1), False))),
     # PORT and AV together outside ->RTR name two ports: uverbs refuses (its own rule,
     # uverbs.modify_qp.port_matches_av; reached on every variant, not by chance)
-    _Boundary("ah_port_num", Attr.AV, ((Bound("phys_port_cnt", 1), False),),
+    _Boundary("ah_port_num", Attr.AV | Attr.PORT, ((Bound("phys_port_cnt", 1), False),),
               pairs=((S.RESET, S.INIT),)),
     _Boundary("ah_sgid_index", Attr.AV, ((Bound("gid_tbl_len"), False),)),
     _Boundary(

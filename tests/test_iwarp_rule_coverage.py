@@ -40,9 +40,6 @@ SIW_CAPABILITIES = Capabilities.of(IWARP, ["ATOMICS"])
 EXCLUDED: dict[str, str] = {
     "iwarp.query.state": "query_qp as a verb of its own: only the stateful lone machine "
                          "calls it; the cases read the state back within each modify",
-    "uverbs.modify_qp.port_matches_av": "PORT and AV in one modify outside ->RTR: the iwarp "
-                                        "attribute cases carry no AV (iwarp.modify."
-                                        "ib_attributes); the stateful lone machine draws it",
 }
 
 
