@@ -268,7 +268,7 @@ def test_destroying_an_end_mid_case_observes_its_window_and_notes_it() -> None:
     with pytest.raises(DivergenceError) as caught:
         h.destroy("a")
     assert "again" in caught.value.record.observed  # seen before the CQs went
-    assert time.monotonic() - began < h.quiet_window * 2
+    assert time.monotonic() - began < 1.0  # bounded: a window, not a must-wait
     h.close()
 
     log = _log()
