@@ -255,13 +255,11 @@ def test_the_session_end_waits_out_the_last_pairs_and_fails_on_what_they_show() 
     assert log.closed["completion"] and min(log.closed["completion"]) >= HOLD
 
 
-def test_destroying_an_end_mid_case_observes_its_window_and_notes_it() -> None:
+def test_destroying_an_end_mid_case_observes_its_window_first() -> None:
     """An end destroyed in the middle of a case takes its CQs with it: it is first observed
-    for the completion window since the pair's last step, and that stretch is noted as a
-    window that ended an observation (before: nothing was noted, a hole in the verdict's
-    timing check), so a late forbidden item can no longer slip past unaccounted for."""
-    log = _log()
-    h = _pair(None, log)
+    for the completion window since the pair's last step, so a forbidden item due inside
+    that window is seen (before: one poll, and the duplicate below went unseen)."""
+    h = _pair(None, _log())
     wr = _send(h)
     _late_duplicate(h, wr, h.quiet_window / 2)  # due to arrive inside the window
     began = time.monotonic()
@@ -269,13 +267,4 @@ def test_destroying_an_end_mid_case_observes_its_window_and_notes_it() -> None:
         h.destroy("a")
     assert "again" in caught.value.record.observed  # seen before the CQs went
     assert time.monotonic() - began < 1.0  # bounded: a window, not a must-wait
-    h.close()
-
-    log = _log()
-    h = _pair(None, log)
-    _send(h)
-    h.destroy("b")
-    window = log.window("completion", h.quiet_window)
-    for kind in ("completion", "event"):
-        assert len(log.closed[kind]) == 1 and log.closed[kind][0] >= window
     h.close()
