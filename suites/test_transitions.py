@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from models.enums import QPType
+from models.enums import Attr, QPState, QPType
+from models.reach import reachable_states
 from models.variant import Variant
 from qpconform.engine.device import Device
 from qpconform.engine.lone import Checker
@@ -48,3 +49,29 @@ def test_types_the_variant_lacks_are_refused(checker: Checker, variant: Variant)
         pytest.skip(f"the {variant.name} variant has QPs of every type: no create to refuse")
     for qp_type in absent:
         checker.check_absent_type(qp_type)
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_drain_after_a_refused_send_and_a_reset(
+    checker: Checker, qp_type: QPType, qp_types: Sequence[QPType], variant: Variant
+) -> None:
+    """A send refused below RTS changes nothing (a failed verb), not even after a RESET:
+    the QP brought up again, RTS->SQD with EN_SQD_ASYNC_NOTIFY raises SQ_DRAINED
+    (ibta.sqd.drained_event). Found by the lone machine: rxe 6.12 keeps a stale SQ index
+    there (quirk rxe.reset_leaves_stale_sq_index_drain_never_ends); a case of its own, so
+    the ci profile provokes it whatever the machine's draws."""
+    if qp_type not in qp_types:
+        pytest.skip(f"{qp_type.name}: not selected, or not supported by the device")
+    if QPState.SQD not in reachable_states(variant.table, qp_type):
+        pytest.skip(f"the {variant.name} variant's {qp_type.name} QPs reach no SQD by modify")
+    qp = checker.open_qp(qp_type)
+    qp.bring_to(QPState.INIT)
+    qp.post_send()
+    qp.settle()
+    qp.bring_to(QPState.RESET)
+    qp.bring_to(QPState.RTS)
+    mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
+    attrs = qp.attrs_for(mask, QPState.SQD)
+    attrs["en_sqd_async_notify"] = 1
+    qp.modify(attrs, mask)
+    qp.settle()
