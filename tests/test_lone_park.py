@@ -154,7 +154,7 @@ def _few(examples: int = 60, **kw: object) -> settings:
 
 def test_machine_replays_a_late_divergence_and_shrinks_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = _slow_late(monkeypatch, 0.15)  # longer than any example, even on a busy host
+    config = _slow_late(monkeypatch, 0.25)  # longer than any example, even on a busy host
     blocking: list[bool] = []
     real = lone_machine.QPMachine.__init__
 
@@ -176,7 +176,7 @@ def test_machine_replays_a_late_divergence_and_shrinks_it(
 
 def test_machine_without_a_replay_raises_the_late_record(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = _slow_late(monkeypatch, 0.3)  # no example lasts that long
+    config = _slow_late(monkeypatch, 1.0)  # no example lasts that long, even on a busy host
     real = lone_machine._run_seeded  # examples fixed behind run_machine's back, so that
     monkeypatch.setattr(lone_machine, "_run_seeded",  # they surely meet the fault, while
                         lambda _seed, factory, **kw: real(7, factory, **kw))  # it sees none
