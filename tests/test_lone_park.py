@@ -139,12 +139,11 @@ def test_a_late_divergence_in_a_parked_checker_is_kept_for_the_caller(
 
 
 # ------------------------------------------------------------------------- the machine
-def _slow_late(monkeypatch: pytest.MonkeyPatch, late: float = 0.08) -> MachineConfig:
-    """A duplicate `late` s late, a quiet window 1.5 times that: after any example has
-    ended (the fake's examples take milliseconds: short event windows), before a
-    blocking window would have closed."""
+def _slow_late(monkeypatch: pytest.MonkeyPatch, late: float, window: float) -> MachineConfig:
+    """A duplicate `late` s late, quiet windows of `window` s (a retired QP is held twice
+    that), short event windows: the fake's examples take milliseconds."""
     monkeypatch.setattr(fake_device, "LATE", late)
-    return MachineConfig(settle_window=1.5 * late, event_window=0.002, must_wait=0.3)
+    return MachineConfig(settle_window=window, event_window=0.002, must_wait=0.3)
 
 
 def _few(examples: int = 60, **kw: object) -> settings:
@@ -154,7 +153,8 @@ def _few(examples: int = 60, **kw: object) -> settings:
 
 def test_machine_replays_a_late_divergence_and_shrinks_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = _slow_late(monkeypatch, 0.25)  # longer than any example, even on a busy host
+    # after any example has ended, even on a busy host, inside a blocking window
+    config = _slow_late(monkeypatch, 0.25, 0.4)
     blocking: list[bool] = []
     real = lone_machine.QPMachine.__init__
 
@@ -176,7 +176,9 @@ def test_machine_replays_a_late_divergence_and_shrinks_it(
 
 def test_machine_without_a_replay_raises_the_late_record(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = _slow_late(monkeypatch, 1.0)  # no example lasts that long, even on a busy host
+    # the machine's destroy rule waits out a window (0.6 s): it cannot meet a duplicate
+    # 1.0 s late, which only the parked example (held 1.2 s) sees
+    config = _slow_late(monkeypatch, 1.0, 0.6)
     real = lone_machine._run_seeded  # examples fixed behind run_machine's back, so that
     monkeypatch.setattr(lone_machine, "_run_seeded",  # they surely meet the fault, while
                         lambda _seed, factory, **kw: real(7, factory, **kw))  # it sees none
