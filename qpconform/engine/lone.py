@@ -73,9 +73,13 @@ class CheckedQP:
         self.qp_type = QPType(handle.qp_type)
         self.track = Track(handle, model, self.qp_type, handle.qp_num, steps=[])
         self.destroyed = False
-        self.retired = False  # its case or example is done with it; still observed
         self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
+
+    @property
+    def retired(self) -> bool:
+        """Its case or example is done with it; it is still observed (Checker.retire)."""
+        return self in self.checker._retired
 
     @property
     def qp_num(self) -> int:
@@ -197,11 +201,10 @@ class CheckedQP:
         if self.broken or chk.parking is None:
             self.destroy()
             return
-        chk.poll_and_settle(chk.must_wait)
-        if self.track.quiet_from is None or self.broken:
+        chk.poll_and_settle(chk.must_wait)  # an unknown divergence raises here
+        if self.track.quiet_from is None:
             self.destroy()  # no window open: nothing left to watch
             return
-        self.retired = True
         chk.retire(self)
 
     def _destroy_now(self) -> None:
