@@ -20,7 +20,7 @@ from hypothesis import settings
 
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.lone import RETIRE_HOLD, Checker
+from qpconform.engine.lone import RETIRE_HOLD, CheckedQP, Checker
 from qpconform.engine.park import AFTER_END, Park
 from qpconform.engine.records import DivergenceList
 from qpconform.engine.timing import DeliveryLog, Windows
@@ -107,6 +107,34 @@ def test_a_late_duplicate_on_a_retired_qp_is_judged_after_its_end(
     assert device.live == []  # a retired QP that diverged is watched no more
 
 
+@pytest.mark.parametrize("parked", [False, True], ids=["example-runs", "example-ended"])
+def test_a_late_duplicate_on_a_qp_a_step_retired_is_found_inside_its_example(
+        monkeypatch: pytest.MonkeyPatch, parked: bool) -> None:
+    # the lone machine's destroy rule retires (case_over=False): while its example runs,
+    # what the QP shows late belongs to that example (shrunk as usual); once the example
+    # ended (parked), it is marked like any other retired QP's
+    monkeypatch.setattr(fake_device, "LATE", WINDOW / 2)
+    device = FakeDevice(["late_duplicate_completion"])
+    park = Park()
+    chk = _checker(device, park)
+    _flushed(chk)
+    qp = chk.qps[0]
+    qp.retire(case_over=False)
+    assert qp.retired and not qp.destroyed
+    time.sleep(WINDOW / 2 + 0.01)
+    if parked:  # the next example's poll reaches it; the park keeps what it found
+        chk.park()
+        _checker(device, park).collect()
+        assert len(park.found) == 1
+        with pytest.raises(DivergenceError) as caught:
+            park.raise_found()
+    else:
+        with pytest.raises(DivergenceError) as caught:
+            chk.collect()
+    assert (caught.value.record.context.get("after_end") == AFTER_END) is parked
+    assert device.live == []
+
+
 def test_a_parked_checker_is_polled_by_the_next_and_freed() -> None:
     park = Park()
     device = FakeDevice()
@@ -176,8 +204,8 @@ def test_machine_replays_a_late_divergence_and_shrinks_it(
 
 def test_machine_without_a_replay_raises_the_late_record(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # the machine's destroy rule waits out a window (0.6 s): it cannot meet a duplicate
-    # 1.0 s late, which only the parked example (held 1.2 s) sees
+    # a duplicate 1.0 s late (windows 0.6 s, a retired QP held 1.2 s) comes after the
+    # fake's examples (milliseconds) have ended: only the parked example sees it
     config = _slow_late(monkeypatch, 1.0, 0.6)
     real = lone_machine._run_seeded  # examples fixed behind run_machine's back, so that
     monkeypatch.setattr(lone_machine, "_run_seeded",  # they surely meet the fault, while
@@ -208,3 +236,26 @@ def test_machine_teardown_waits_no_window(monkeypatch: pytest.MonkeyPatch) -> No
     run_machine(device, [QPType.RC], config=dataclasses.replace(config, park=False),
                 hypothesis_settings=_few(20, derandomize=True))
     assert len(ends) >= 20 and device.live == []
+
+
+def test_machine_destroy_rule_waits_no_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the destroy rule retires its QP (observed while the example goes on); only the
+    # blocking replay (no park) waits out an open window before destroy_qp
+    waits: list[bool] = []  # per Checker.serve(qps): was a quiet window of them open?
+    real = Checker.serve
+
+    def spy(self: Checker, qps: list[CheckedQP] | None = None) -> None:
+        if qps is not None:
+            waits.append(any(q.track.quiet_left() > 0.0 for q in qps))
+        real(self, qps)
+
+    monkeypatch.setattr(Checker, "serve", spy)
+    config = MachineConfig(settle_window=0.05, event_window=0.002, must_wait=0.5)
+    device = FakeDevice()
+    run_machine(device, [QPType.RC], config=config,
+                hypothesis_settings=_few(60, derandomize=True))
+    assert waits and not any(waits) and device.live == []
+    waits.clear()
+    run_machine(device, [QPType.RC], config=dataclasses.replace(config, park=False),
+                hypothesis_settings=_few(60, derandomize=True))
+    assert any(waits) and device.live == []  # the blocking run waited some out

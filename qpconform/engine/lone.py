@@ -75,6 +75,7 @@ class CheckedQP:
         self.destroyed = False
         self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
+        self.case_over = False  # retired when its case or example ended (not by a step)
 
     @property
     def retired(self) -> bool:
@@ -187,17 +188,22 @@ class CheckedQP:
         finally:
             self._destroy_now()
 
-    def retire(self) -> None:
+    def retire(self, case_over: bool = True) -> None:
         """The case or example is done with this QP: settle what is due (bounded), then
         destroy it without waiting out its quiet window. If a window is still open and the
         checker parks (`Checker.parking`), the QP stays observed: polled at every poll of
         this checker (and, once the checker is parked, of later ones) until RETIRE_HOLD
         times its window has passed since its last step or delivery; the real time watched
         is then noted as the window that ended its observation. Without a park, or once
-        broken, it is `destroy`."""
+        broken, it is `destroy`.
+
+        case_over=False: a step of a running example destroys the QP (the lone machine's
+        destroy rule); what it shows late is found inside that example, so shrunk as usual,
+        until the example ends too."""
         chk = self.checker
         if self.destroyed or self.retired:
             return
+        self.case_over = case_over
         if self.broken or chk.parking is None:
             self.destroy()
             return
@@ -569,9 +575,10 @@ class Checker(Engine):
 
     def divergence(self, track: Track, kind: str, rule: Rule, origin: int, expected: str,
                    observed: str, tags: list[str], **override: Any) -> Divergence:
-        """The engine's record; one found in a retired QP says so (its case had ended)."""
+        """The engine's record; one found in a retired QP whose case or example had ended
+        says so (one a running example's step retired is found inside that example)."""
         d = super().divergence(track, kind, rule, origin, expected, observed, tags, **override)
-        if any(q.track is track for q in self._retired):
+        if any(q.track is track and (q.case_over or self.parked) for q in self._retired):
             d.context["after_end"] = AFTER_END
         return d
 

@@ -183,7 +183,10 @@ class QPMachine(RuleBasedStateMachine):
 
     @rule(qp=consumes(qps))
     def destroy(self, qp: CheckedQP) -> None:
-        qp.destroy()
+        """Settle what is due, then destroy without waiting out the QP's quiet window: it
+        stays observed while the example goes on (CheckedQP.retire), or, when the examples
+        are replayed blocking (no park), waits it out first."""
+        qp.retire(case_over=False)
 
     # ----------------------------------------------------------------------- modify
     @rule(qp=qps, data=st.data())
