@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from models.enums import QPState, QPType
+from models.enums import Attr, QPState, QPType
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.lone import Checker
+from qpconform.engine.lone import CheckedQP, Checker
+from qpconform.engine.park import Park
 from qpconform.engine.records import DivergenceList
 from tests.fake_device import LATE, FakeDevice
 from tests.sequences import drain
@@ -145,8 +146,9 @@ def test_a_forced_window_always_waits() -> None:
 
 
 def test_a_late_event_is_judged_against_the_move_that_raised_it() -> None:
-    """SQD->SQD raises SQ_DRAINED again, delivered late: the next modify (SQD->RTS) waits out
-    the event window first, so the record names SQD->SQD, not SQD->RTS."""
+    """SQD->SQD raises SQ_DRAINED again, delivered late, after the next modify (SQD->RTS,
+    which forbids what SQD->SQD forbids, so it overlaps the event window): the record names
+    SQD->SQD, not SQD->RTS."""
     checker = _checker(FakeDevice(["sq_drained_on_sqd_to_sqd"], delay=EVENTS / 4))
     qp = checker.open_qp(QPType.RC)
     drain(qp, True)
@@ -154,5 +156,70 @@ def test_a_late_event_is_judged_against_the_move_that_raised_it() -> None:
     qp.modify(*qp.transition_attrs(S.SQD))
     with pytest.raises(DivergenceError) as err:
         qp.bring_to(S.RTS)
+        checker.settle(EVENTS)
     assert err.value.record.context["transition"] == "SQD->SQD"
     assert err.value.record.rule_id.startswith("ibta.sqd.drained_event")
+
+
+def _parking(device: FakeDevice) -> Checker:
+    """A checker that parks (as the suites' and the lone machine's do): it overlaps event
+    windows where a modify judges events alike; one that does not waits them all out."""
+    checker = _checker(device)
+    checker.parking = Park()
+    return checker
+
+
+def _timed_modify(qp: CheckedQP, nxt: QPState) -> float:
+    start = time.monotonic()
+    qp.modify(*qp.transition_attrs(nxt))
+    return time.monotonic() - start
+
+
+def test_a_modify_that_judges_events_alike_overlaps_the_event_window() -> None:
+    checker = _parking(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)  # the event window opens: SQ_DRAINED and the QP errors forbidden
+    assert qp.track.events_left() > EVENTS / 2
+    assert _timed_modify(qp, S.RESET) < EVENTS / 4  # RESET forbids them by the same rules
+    qp.bring_to(S.RTS)
+    qp.bring_to(S.SQD)
+    assert qp.track.events_left() > EVENTS / 2
+    attrs, mask = qp.transition_attrs(S.RTS)
+    start = time.monotonic()
+    qp.modify(attrs, mask & ~Attr.STATE)  # without STATE: refused, changes nothing
+    assert time.monotonic() - start < EVENTS / 4 and qp.model.state == S.SQD
+
+
+def test_a_new_drain_waits_out_the_event_window() -> None:
+    # RTS->SQD restarts the SQ_DRAINED count: a late event of the move before must be
+    # judged first
+    checker = _parking(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.RTS)
+    qp.bring_to(S.SQD)
+    qp.bring_to(S.RTS)  # out of SQD: the event window opens (a late SQ_DRAINED may come)
+    assert qp.track.events_left() > EVENTS / 2
+    assert _timed_modify(qp, S.SQD) >= EVENTS / 2
+
+
+def test_an_event_raised_late_by_a_move_is_judged_against_it_after_an_overlapping_modify(
+) -> None:
+    # RTS->SQD without notify raises SQ_DRAINED, delivered after the next modify (SQD->SQD,
+    # which forbids it too and so did not wait): the record names RTS->SQD, as if the
+    # modify had waited
+    checker = _parking(FakeDevice(["event_unasked"], delay=EVENTS / 2))
+    qp = checker.open_qp(QPType.UD)
+    drain(qp, False)
+    assert _timed_modify(qp, S.SQD) < EVENTS / 4
+    with pytest.raises(DivergenceError) as err:
+        checker.settle(EVENTS)
+    assert err.value.record.context["transition"] == "RTS->SQD"
+    assert err.value.record.rule_id == "ibta.sqd.drained_event.unasked"
+
+
+def test_a_checker_that_does_not_park_waits_every_event_window_out() -> None:
+    # the lone machine's blocking replay: its examples must repeat exactly
+    checker = _checker(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)
+    assert _timed_modify(qp, S.RESET) >= EVENTS / 2

@@ -395,6 +395,7 @@ class Engine:
     def collect_events(self, track: Track) -> None:
         """Take the events that already arrived (no wait), so an event is judged in the state
         the verb that raised it left (completions wait for the settle that logs them)."""
+        track.reading_events()
         for ev in track.handle.events(0.0):
             self.on_event(track, ev.event_type)
 
@@ -407,6 +408,7 @@ class Engine:
         by_fd: dict[int, Track] = {}
         asked: list[Track] = []
         for track in tracks:
+            track.reading_events()
             fd = getattr(track.handle, "event_fd", None)
             if fd is None:
                 asked.append(track)
@@ -571,7 +573,7 @@ class Engine:
         if last_wqe and track.model.srq is not None and track.last_wqes:
             self._note_repeated_last_wqe(track)
             return
-        because = track.ledger.forbidden.get(event)
+        because = track.forbidden_now().get(event)
         if drained:
             rule = _drained_rule(track)
             origin = because.origin if because is not None else track.last()
@@ -651,8 +653,9 @@ class Engine:
                 track.close_quiet()
 
     def serve_events(self, track: Track, bound: float) -> None:
-        """Before a modify: wait out the rest of the QP's event window, observing every QP,
-        so an event the previous move raised late is judged against that move."""
+        """Before a modify that could judge an event otherwise (Track.overlap_events): wait
+        out the rest of the QP's event window, observing every QP, so an event the previous
+        move raised late is judged against that move."""
         left = track.events_left()
         if left > 0:
             self.observe(left, bound)

@@ -10,11 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.enums import QPState, QPType
+from models.enums import EventType, QPState, QPType
+from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 
 from .device import Observed
-from .ledger import Ledger
+from .ledger import Because, Ledger, event_rule
 
 
 @dataclass
@@ -47,6 +48,15 @@ class Track:
     events_len: float = 0.0  # the longest event window opened since the last close
     #: time.monotonic() of the QP's last step or delivery: a retired QP's hold runs from it
     active_at: float = field(default_factory=time.monotonic)
+    #: the forbidden events of the step whose event window a modify did not wait out
+    #: (`overlap_events`), and when that window closes: what may have come inside it is
+    #: judged against them, as if the modify had waited
+    prior_forbidden: dict[EventType, Because] | None = None
+    prior_until: float = 0.0
+    #: when the QP's events were read before the read going on now, and that read's start
+    #: (an event read now came after the earlier one began)
+    read_since: float = 0.0
+    read_at: float = 0.0
 
     def owe_quiet(self, step: int, seconds: float) -> None:
         """Something may still appear, or must not, because of `step`: a quiet window of
@@ -58,8 +68,9 @@ class Track:
 
     def owe_events(self, step: int, seconds: float) -> None:
         """A move that can raise an event late: the event window opens (see owe_quiet); the
-        QP's next modify waits out its rest, so a late event is judged against this step.
-        It opens no completion window (quiet_len): nothing is at stake on the CQs."""
+        QP's next modify waits out its rest, or overlaps it (`overlap_events`), so a late
+        event is judged against this step. It opens no completion window (quiet_len):
+        nothing is at stake on the CQs."""
         self._watch(step, seconds)
         self.events_until = max(self.events_until, time.monotonic() + seconds)
         self.events_len = max(self.events_len, seconds)
@@ -74,6 +85,42 @@ class Track:
         """The open windows were waited out: none is open now."""
         self.quiet_from = None
         self.quiet_len = self.events_len = 0.0
+
+    def overlap_events(self, exp: Expectation) -> bool:
+        """May the modify `exp` run inside the open event window instead of waiting out its
+        rest? Only if it judges every event as the window's step does: refused (a failed
+        verb changes nothing), or forbidding the same events by the same rules, with no new
+        drain (RTS->SQD restarts the SQ_DRAINED count) and no SRQ (Last WQE Reached counts
+        per entry into ERR). Then the window's forbidden events are kept (`forbidden_now`)
+        until it closes, and an event that may have come inside it is judged against them,
+        naming the same step a wait would have."""
+        if self.events_left() <= 0.0:
+            return True
+        if self.model.srq is not None:
+            return False
+        if self.model.state == QPState.RTS and exp.state_if_accepted == QPState.SQD:
+            return False
+        if exp.outcome is not Outcome.REFUSE:
+            after = {e: event_rule(exp, e).id for e in exp.forbidden_events}
+            if after != {e: b.rule.id for e, b in self.ledger.forbidden.items()}:
+                return False
+        self.prior_forbidden = dict(self.ledger.forbidden)
+        self.prior_until = self.events_until
+        return True
+
+    def reading_events(self) -> None:
+        """The QP's events are read now (`forbidden_now` asks when the read before began)."""
+        self.read_since, self.read_at = self.read_at, time.monotonic()
+
+    def forbidden_now(self) -> dict[EventType, Because]:
+        """The forbidden events an event read now is judged against: those of the step whose
+        event window a modify overlapped while the event may have come inside it (the read
+        before this one began before the window closed), else the ledger's."""
+        if self.prior_forbidden is not None:
+            if self.read_since <= self.prior_until:
+                return self.prior_forbidden
+            self.prior_forbidden = None
+        return self.ledger.forbidden
 
     def events_left(self) -> float:
         """Seconds left of the open event window (0 when none is open)."""

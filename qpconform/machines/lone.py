@@ -21,6 +21,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -373,6 +374,29 @@ def _run_seeded(example_seed: int | None, factory: Any, **kwargs: Any) -> None:
     run_state_machine_as_test(factory, **kwargs)
 
 
+#: Divergences met in something the device delivered (a completion or event judged wrong):
+#: where an example meets one depends on when it came, and a parked run overlaps windows, so
+#: its examples do not wait for it. Such a divergence is shrunk in the blocking replay.
+DELIVERED = frozenset({"completion", "event"})
+#: Why a divergence whose replays did not repeat it was not shrunk (record and message).
+NOT_REPEATED = (
+    "seen at a time of delivery (a late completion or event) that Hypothesis' replays of its "
+    "example did not repeat, nor did a replay waiting out every window: not shrunk"
+)
+
+
+def _divergence_in(group: BaseExceptionGroup) -> DivergenceError | None:
+    """The first DivergenceError inside a (nested) exception group."""
+    for exc in group.exceptions:
+        if isinstance(exc, DivergenceError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _divergence_in(exc)
+            if found is not None:
+                return found
+    return None
+
+
 def run_machine(
     device: Device,
     qp_types: Sequence[Any],
@@ -400,7 +424,11 @@ def run_machine(
     shrunk: when the examples can be replayed (a seed, or a derandomized profile) the run
     is made again with every example waiting out its windows, which finds the divergence
     inside its example and shrinks it; else (or if the replay does not meet it again) the
-    late record is raised, marked "not shrunk".
+    late record is raised, marked "not shrunk". The same for a divergence met in a delivery
+    inside its example (DELIVERED): a parked run overlaps windows, so where a late delivery
+    is met, and how short its shrink gets, depends on timing; the blocking replay shrinks
+    it the same way every time (without a replay: Hypothesis' own shrink, or the unshrunk
+    record when its replays did not repeat it, FlakyFailure).
     """
     sink = DivergenceList(only_known=True)  # unknown ones of unshrunk examples are dropped
     types = [t for t in qp_types if t in device.supported_qp_types()]
@@ -420,14 +448,30 @@ def run_machine(
             run(None)
         else:
             park = Park()
+            timed: DivergenceError | None = None  # met when a delivery came: see below
+            unrepeated = False
             try:
-                run(park)
-                park.drain()  # the last examples' QPs, until their holds have passed
+                try:
+                    run(park)
+                except FlakyFailure as exc:  # its replays met the divergence elsewhere, or not
+                    timed, unrepeated = _divergence_in(exc), True
+                    if timed is None:
+                        raise
+                except DivergenceError as exc:
+                    if exc.record.kind not in DELIVERED:
+                        raise  # a verb's outcome or state: the same at every replay
+                    timed = exc
+                else:
+                    park.drain()  # the last examples' QPs, until their holds have passed
             finally:
                 park.release()
-            if park.found:
+            if timed is not None or park.found:
                 if example_seed is not None or chosen.derandomize:
                     run(None)  # the same examples, each waiting out its windows
+                if timed is not None:
+                    if unrepeated:
+                        timed.record.context["after_end"] = NOT_REPEATED
+                    raise timed
                 park.raise_found()
     except DivergenceError as exc:
         if keep is not None:
