@@ -223,3 +223,12 @@ def test_a_checker_that_does_not_park_waits_every_event_window_out() -> None:
     qp = checker.open_qp(QPType.UD)
     qp.bring_to(S.ERR)
     assert _timed_modify(qp, S.RESET) >= EVENTS / 2
+
+
+def test_an_srq_qp_waits_out_the_event_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Last WQE Reached is counted per entry into ERR: a modify must not overlap its window
+    checker = _parking(FakeDevice())
+    qp = checker.open_qp(QPType.UD)
+    qp.bring_to(S.ERR)
+    monkeypatch.setattr(qp.model, "srq", object())  # as an SRQ's QP (only `is None` is asked)
+    assert not qp.track.overlap_events(qp.model.modify(*qp.transition_attrs(S.RESET)))
