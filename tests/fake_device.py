@@ -55,6 +55,7 @@ FAULTS: dict[str, str] = {
     "refuse_sqd_exit_draining": "refuse_sqd_exit, and query reports sq_draining = 1 in SQD "
     "(rxe while its drain runs)",
     "event_in_rts": "SQ_DRAINED is raised on RTR->RTS, by a QP that never drained",
+    "error_event_on_err": "a modify into ERR raises QP_FATAL (no modify raises an error event)",
     "sq_drained_twice": "RTS->SQD raises SQ_DRAINED twice",
     "sq_drained_on_sqd_to_sqd": "SQD->SQD raises SQ_DRAINED again (rxe 6.4+)",
     "sq_drained_on_sqd_to_sqd_late": "sq_drained_on_sqd_to_sqd, the event seen only after the "
@@ -375,6 +376,8 @@ class FakeQP:
             self.late_drained = True
         if before == S.RTR and after == S.RTS and self._has("event_in_rts"):
             events.append(EventType.SQ_DRAINED)
+        if after == S.ERR != before and self._has("error_event_on_err"):
+            events.append(EventType.QP_FATAL)
         self._queue_events(events)
 
     def _queue_events(self, events: Iterable[EventType]) -> None:

@@ -49,6 +49,7 @@ EXPECTED_RULE = {
     "refuse_sqd_exit": "linux.transition.*.SQD->*",
     "refuse_sqd_exit_draining": "linux.transition.*.SQD->*",
     "event_in_rts": "ibta.sqd.drained_event.outside_sqd",
+    "error_event_on_err": "ibta.modify.no_error_event",
     "sq_drained_twice": "ibta.sqd.drained_event.once",
     "sq_drained_on_sqd_to_sqd": "ibta.sqd.drained_event.*",  # the first one is unasked
     "sq_drained_on_sqd_to_sqd_late": "ibta.sqd.drained_event.*",
@@ -80,6 +81,7 @@ EXPECTED_KIND = {
     "refuse_sqd_exit": "outcome",
     "refuse_sqd_exit_draining": "outcome",
     "event_in_rts": "event",
+    "error_event_on_err": "event",
     "sq_drained_twice": "event",
     "sq_drained_on_sqd_to_sqd": "event",
     "sq_drained_on_sqd_to_sqd_late": "event",
@@ -176,6 +178,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
         drain(qp, True), qp.settle(), qp.bring_to(S.RESET)
     ),
     "event_in_rts": lambda qp: (qp.bring_to(S.RTS), qp.settle()),
+    "error_event_on_err": lambda qp: (qp.bring_to(S.ERR), qp.settle()),
     "sq_drained_twice": lambda qp: (drain(qp, True), qp.settle()),
     "sq_drained_on_sqd_to_sqd": _sqd_again,
     "sq_drained_on_sqd_to_sqd_late": _sqd_again_then_rts,
