@@ -381,7 +381,7 @@ DELIVERED = frozenset({"completion", "event"})
 #: Why a divergence whose replays did not repeat it was not shrunk (record and message).
 NOT_REPEATED = (
     "seen at a time of delivery (a late completion or event) that Hypothesis' replays of its "
-    "example did not repeat, nor did a replay waiting out every window: not shrunk"
+    "example did not repeat, and no replay waiting out every window met it: not shrunk"
 )
 
 
