@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
+from hypothesis.errors import FlakyFailure
 
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
@@ -25,7 +27,7 @@ from qpconform.engine.park import AFTER_END, Park
 from qpconform.engine.records import DivergenceList
 from qpconform.engine.timing import DeliveryLog, Windows
 from qpconform.machines import lone as lone_machine
-from qpconform.machines.lone import MachineConfig, machine_settings, run_machine
+from qpconform.machines.lone import NOT_REPEATED, MachineConfig, machine_settings, run_machine
 from reports.reproducer import DivergenceKeeper
 from tests import fake_device
 from tests.fake_device import FakeDevice
@@ -259,3 +261,26 @@ def test_machine_destroy_rule_waits_no_window(monkeypatch: pytest.MonkeyPatch) -
     run_machine(device, [QPType.RC], config=dataclasses.replace(config, park=False),
                 hypothesis_settings=_few(60, derandomize=True))
     assert any(waits) and device.live == []  # the blocking run waited some out
+
+
+def test_machine_raises_an_unrepeated_divergence_unshrunk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hypothesis' replays met a late delivery elsewhere (FlakyFailure) and no blocking
+    # replay is possible (no seed, not derandomized): the record is raised, marked so
+    chk = _checker(FakeDevice(["event_in_rts"]), None)
+    qp = chk.open_qp(QPType.RC)
+    with pytest.raises(DivergenceError) as caught:
+        qp.bring_to(QPState.RTS)
+        qp.settle()
+    chk.close()
+    runs: list[bool] = []
+
+    def flaky(_seed: object, _factory: object, **kw: Any) -> None:
+        runs.append(kw["settings"].derandomize)
+        raise FlakyFailure("replays differ", [caught.value])
+
+    monkeypatch.setattr(lone_machine, "_run_seeded", flaky)
+    with pytest.raises(DivergenceError, match="not shrunk") as again:
+        run_machine(FakeDevice(), [QPType.RC], hypothesis_settings=_few())
+    assert again.value.record.context["after_end"] == NOT_REPEATED
+    assert runs == [False]  # no replay
