@@ -181,12 +181,31 @@ def test_a_modify_that_judges_events_alike_overlaps_the_event_window() -> None:
     qp.bring_to(S.ERR)  # the event window opens: SQ_DRAINED and the QP errors forbidden
     assert qp.track.events_left() > EVENTS / 2
     assert _timed_modify(qp, S.RESET) < EVENTS / 4  # RESET forbids them by the same rules
-    drain(qp, True)  # RTS->SQD asking for SQ_DRAINED: it is owed, not forbidden
+    qp.bring_to(S.RTS)
+    qp.bring_to(S.ERR)
     assert qp.track.events_left() > EVENTS / 2
     start = time.monotonic()
-    qp.modify(qp.attrs_for(Attr.STATE, S.INIT), Attr.STATE)  # SQD->INIT: refused
-    assert time.monotonic() - start < EVENTS / 4 and qp.model.state == S.SQD
-    assert _timed_modify(qp, S.RTS) < EVENTS / 4  # out of SQD: SQ_DRAINED is not its to judge
+    qp.modify(qp.attrs_for(Attr.STATE, S.RTS), Attr.STATE)  # ERR->RTS: refused
+    assert time.monotonic() - start < EVENTS / 4 and qp.model.state == S.ERR
+
+
+@pytest.mark.parametrize("draining", [False, True], ids=["drained", "draining"])
+def test_leaving_sqd_overlaps_the_event_window_only_once_drained(draining: bool) -> None:
+    # rxe 6.12 refuses to leave SQD while its drain runs: the wait gives the drain time; a
+    # move out of SQD differing in SQ_DRAINED alone overlaps once the device says it ended
+    device = FakeDevice(["refuse_sqd_exit_draining"] if draining else [])
+    checker = _parking(device)
+    qp = checker.open_qp(QPType.UD)
+    drain(qp, True)  # RTS->SQD asking for SQ_DRAINED: owed, not forbidden as SQD->RTS does
+    assert qp.track.events_left() > EVENTS / 2
+    start = time.monotonic()
+    if draining:
+        with pytest.raises(DivergenceError):  # the planted refusal itself, after the wait
+            qp.modify(*qp.transition_attrs(S.RTS))
+        assert time.monotonic() - start >= EVENTS / 2
+    else:
+        qp.modify(*qp.transition_attrs(S.RTS))
+        assert time.monotonic() - start < EVENTS / 4
 
 
 def test_a_new_drain_waits_out_the_event_window() -> None:

@@ -86,26 +86,30 @@ class Track:
         self.quiet_from = None
         self.quiet_len = self.events_len = 0.0
 
-    def overlap_events(self, exp: Expectation) -> bool:
+    def overlap_events(self, exp: Expectation, draining: bool = False) -> bool:
         """May the modify `exp` run inside the open event window instead of waiting out its
         rest? Only if it judges every event as the window's step does: refused (a failed
-        verb changes nothing), or forbidding the same events by the same rules; never a
-        move into SQD (a drain it starts raises SQ_DRAINED soon: it must be told from the
-        window's, RTS->SQD restarts the count, and SQD->SQD is judged by its own context)
-        nor on an SRQ's QP (Last WQE Reached counts per entry into ERR). A move out of SQD
-        may differ in SQ_DRAINED alone: once out of SQD a drain event is judged against the
-        QP's last entry into SQD, not against what the move forbids. Then the window's
-        forbidden events are kept (`forbidden_now`) until it closes, and an event that may
-        have come inside it is judged against them, naming the same step a wait would
-        have."""
+        verb changes nothing), or forbidding the same events by the same rules. Never a move
+        into SQD (the SQ_DRAINED of a drain it starts must be told from the window's, and
+        RTS->SQD restarts the count), nor out of SQD while the device reports its drain
+        running (`draining`, read just before: rxe 6.12 refuses to leave SQD until the
+        drain ends, and the wait gives it that time, as before), nor on an SRQ's QP (Last
+        WQE Reached counts per entry into ERR). A move out of SQD may differ in SQ_DRAINED
+        alone: outside SQD a drain event is judged against the QP's last entry into SQD.
+        Then the window's forbidden events are kept (`forbidden_now`) until it closes, and
+        an event that may have come inside it is judged against them, naming the same step
+        a wait would have."""
         if self.events_left() <= 0.0:
             return True
+        leaving_sqd = self.model.state == QPState.SQD
         if self.model.srq is not None or exp.state_if_accepted == QPState.SQD:
+            return False
+        if leaving_sqd and draining:
             return False
         if exp.outcome is not Outcome.REFUSE:
             after = {e: event_rule(exp, e).id for e in exp.forbidden_events}
             now = {e: b.rule.id for e, b in self.ledger.forbidden.items()}
-            if self.model.state == QPState.SQD:
+            if leaving_sqd:
                 after.pop(EventType.SQ_DRAINED, None)
                 now.pop(EventType.SQ_DRAINED, None)
             if after != now:
