@@ -652,13 +652,15 @@ class Engine:
             if track.quiet_left() == 0.0:
                 track.close_quiet()
 
-    def serve_events(self, track: Track, bound: float) -> None:
+    def serve_events(self, track: Track, bound: float) -> bool:
         """Before a modify that could judge an event otherwise (Track.overlap_events): wait
         out the rest of the QP's event window, observing every QP, so an event the previous
-        move raised late is judged against that move."""
+        move raised late is judged against that move. Returns whether it waited (what it
+        delivered may have changed the model)."""
         left = track.events_left()
         if left > 0:
             self.observe(left, bound)
+        return left > 0
 
     def serve_quiet(self, bound: float, tracks: list[Track] | None = None) -> None:
         """Wait out what is left of the quiet windows of `tracks` (default: all), observing

@@ -115,8 +115,8 @@ class CheckedQP:
         # a checker that parks overlaps event windows too; one that does not (the machine's
         # blocking replay, whose examples must repeat exactly) waits every window out
         draining = bool(step.get("device_sq_draining", 0))
-        if self.checker.parking is None or not self.track.overlap_events(exp, draining):
-            self.checker.serve_events(self.track, self.checker.must_wait)
+        overlap = self.checker.parking is not None and self.track.overlap_events(exp, draining)
+        if not overlap and self.checker.serve_events(self.track, self.checker.must_wait):
             exp = self.model.modify(given, mask)  # what the wait delivered may change it
         res = self.handle.modify(given, mask)
         found = self.handle.query()
