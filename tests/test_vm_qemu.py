@@ -24,7 +24,9 @@ with open(os.environ["FAKE_QEMU_PIDS"], "a") as f:
 mode = os.environ.get("FAKE_QEMU_" + accel.upper(), "ok")
 out = sys.stdout
 out.write("SeaBIOS noise\\r\\n"); out.flush()
-if mode == "hang":
+hung = os.environ["FAKE_QEMU_PIDS"] + ".hung"
+if mode == "hang" or (mode == "hang-once" and not os.path.exists(hung)):
+    open(hung, "w").close()
     time.sleep(600)
 if mode == "crash":
     print("qemu: kvm assertion failed", flush=True)
@@ -114,8 +116,11 @@ def test_kvm_crash_falls_back_to_tcg(fake_qemu, tmp_path, monkeypatch):
     assert "kvm assertion failed" in notes[0]
 
 
-def test_tcg_boot_timeout_is_reported_not_retried(fake_qemu, tmp_path, monkeypatch):
+def test_a_tcg_guest_that_hangs_twice_is_reported_after_one_more_boot(
+    fake_qemu, tmp_path, monkeypatch
+):
     monkeypatch.setenv("FAKE_QEMU_TCG", "hang")
+    notes = []
     accel, outcome = qemu.boot(
         spec_factory(fake_qemu, tmp_path),
         ["tcg"],
@@ -123,10 +128,35 @@ def test_tcg_boot_timeout_is_reported_not_retried(fake_qemu, tmp_path, monkeypat
         {"tcg": 1.0},
         time.monotonic() + 60,
         io.BytesIO(),
+        note=notes.append,
     )
     assert accel == "tcg" and outcome.kind == "boot-timeout"
     assert b"SeaBIOS noise" in outcome.boot_output
-    assert_all_dead(tmp_path)
+    assert len(notes) == 1 and "no sign of life within 1 s" in notes[0]
+    assert "SeaBIOS noise" in notes[0] and "once more" in notes[0]
+    assert len(assert_all_dead(tmp_path)) == 2
+
+
+def test_a_tcg_guest_that_hangs_once_is_booted_once_more(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "hang-once")
+    notes = []
+    accel, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 1.0},
+        time.monotonic() + 60, io.BytesIO(), note=notes.append,
+    )
+    assert accel == "tcg" and outcome.kind == "exited" and outcome.status == 7
+    assert len(notes) == 1 and "once more" in notes[0]
+
+
+def test_no_second_boot_when_the_deadline_leaves_no_room(fake_qemu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "hang")
+    notes = []
+    _, outcome = qemu.boot(
+        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 1.0},
+        time.monotonic() + 1.5, io.BytesIO(), note=notes.append,
+    )
+    assert outcome.kind == "boot-timeout" and notes == []
+    assert len(assert_all_dead(tmp_path)) == 1
 
 
 def test_hung_guest_is_killed_at_the_deadline(fake_qemu, tmp_path, monkeypatch):

@@ -330,19 +330,29 @@ def boot(
             outcome.kind == "died" and outcome.boot_seconds is None
         )
         last_try = index == len(attempts) - 1
-        if failed_boot and last_try and not retried and _panicked(outcome):
-            # a guest kernel that panics before userspace (seen once under TCG: an int3 in
-            # early init) says nothing about the run: boot it once more, saying so
+        timeout = boot_timeouts.get(accel, 120.0)
+        time_for_one_more = deadline - time.monotonic() > timeout
+        if failed_boot and last_try and not retried and time_for_one_more and (
+            _panicked(outcome) or outcome.kind == "boot-timeout"
+        ):
+            # a guest that panics or hangs before userspace (seen under TCG: an int3 in early
+            # init; once in CI a bookworm guest silent for 180 s after three good boots) says
+            # nothing about the run: boot it once more, saying so; a second failure is reported
             retried = True
             attempts.append(accel)
-            note(f"{accel.upper()} guest kernel panicked while booting "
-                 f"({_last_line(outcome)}); booting it once more")
+            what = (
+                "kernel panicked while booting"
+                if _panicked(outcome)
+                else f"gave no sign of life within {timeout:.0f} s"
+            )
+            note(f"{accel.upper()} guest {what} (last console line: {_last_line(outcome)}); "
+                 "booting it once more")
             index += 1
             continue
         if not failed_boot or last_try:
             return accel, outcome
         if outcome.kind == "boot-timeout":
-            why = f"gave no sign of life within {boot_timeouts.get(accel, 120.0):.0f} s; killed it"
+            why = f"gave no sign of life within {timeout:.0f} s; killed it"
         else:
             last = outcome.boot_output.decode(errors="replace").strip().splitlines()[-1:]
             why = f"QEMU ended before the guest booted (status {outcome.qemu_returncode}"
