@@ -169,3 +169,11 @@ def test_install_deps_needs_root(monkeypatch, capsys):
     monkeypatch.setattr(prereqs.os, "geteuid", lambda: 1000)
     assert cli.main(["vm", "--install-deps"]) == 1
     assert "apt-get install" in capsys.readouterr().err
+
+
+def test_a_silent_boot_timeout_says_the_guest_printed_nothing(tmp_path, capsys):
+    outcome = qemu.Outcome("boot-timeout", message="no boot marker within 180 s")
+    opts = runner.VmOptions()
+    assert runner._finish(outcome, "tcg", tmp_path, tmp_path, opts, 0.0) == runner.EXIT_INFRA
+    err = capsys.readouterr().err
+    assert "printed nothing on its console" in err and "no boot marker within 180 s" in err

@@ -394,6 +394,9 @@ def _finish(
     if outcome.kind != "exited":
         if outcome.boot_output and (opts.show_boot or outcome.boot_seconds is None):
             sys.stderr.write(outcome.boot_output.decode(errors="replace")[-4000:] + "\n")
+        elif outcome.boot_seconds is None:
+            _note("the guest printed nothing on its console before it was killed "
+                  "(a kernel or QEMU hang before the boot marker)")
         if outcome.kind == "timeout":
             _note(f"guest still running after --timeout {opts.timeout:.0f} s: killed it ({timing})")
             return EXIT_TIMEOUT
