@@ -71,6 +71,16 @@ def spec_factory(fake, tmp_path):
     return spec_for
 
 
+def boot_tcg(fake, tmp_path, boot_timeout, seconds_left=60.0):
+    """qemu.boot of the fake with TCG only; returns (accel, outcome, the notes it made)."""
+    notes = []
+    accel, outcome = qemu.boot(
+        spec_factory(fake, tmp_path), ["tcg"], "abc123", {"tcg": boot_timeout},
+        time.monotonic() + seconds_left, io.BytesIO(), note=notes.append,
+    )
+    return accel, outcome, notes
+
+
 def assert_all_dead(tmp_path):
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     for pid in pids:
@@ -120,16 +130,7 @@ def test_a_tcg_guest_that_hangs_twice_is_reported_after_one_more_boot(
     fake_qemu, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("FAKE_QEMU_TCG", "hang")
-    notes = []
-    accel, outcome = qemu.boot(
-        spec_factory(fake_qemu, tmp_path),
-        ["tcg"],
-        "abc123",
-        {"tcg": 1.0},
-        time.monotonic() + 60,
-        io.BytesIO(),
-        note=notes.append,
-    )
+    accel, outcome, notes = boot_tcg(fake_qemu, tmp_path, 1.0)
     assert accel == "tcg" and outcome.kind == "boot-timeout"
     assert b"SeaBIOS noise" in outcome.boot_output
     assert len(notes) == 1 and "no sign of life within 1 s" in notes[0]
@@ -139,22 +140,14 @@ def test_a_tcg_guest_that_hangs_twice_is_reported_after_one_more_boot(
 
 def test_a_tcg_guest_that_hangs_once_is_booted_once_more(fake_qemu, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_TCG", "hang-once")
-    notes = []
-    accel, outcome = qemu.boot(
-        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 1.0},
-        time.monotonic() + 60, io.BytesIO(), note=notes.append,
-    )
+    accel, outcome, notes = boot_tcg(fake_qemu, tmp_path, 1.0)
     assert accel == "tcg" and outcome.kind == "exited" and outcome.status == 7
     assert len(notes) == 1 and "once more" in notes[0]
 
 
 def test_no_second_boot_when_the_deadline_leaves_no_room(fake_qemu, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_TCG", "hang")
-    notes = []
-    _, outcome = qemu.boot(
-        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 1.0},
-        time.monotonic() + 1.5, io.BytesIO(), note=notes.append,
-    )
+    _, outcome, notes = boot_tcg(fake_qemu, tmp_path, 1.0, seconds_left=1.5)
     assert outcome.kind == "boot-timeout" and notes == []
     assert len(assert_all_dead(tmp_path)) == 1
 
@@ -232,11 +225,7 @@ def test_choose_accels(tmp_path):
 
 def test_a_kernel_panic_at_boot_is_booted_once_more(fake_qemu, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_TCG", "panic-once")
-    notes = []
-    accel, outcome = qemu.boot(
-        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
-        time.monotonic() + 60, io.BytesIO(), note=notes.append,
-    )
+    accel, outcome, notes = boot_tcg(fake_qemu, tmp_path, 30)
     assert accel == "tcg" and outcome.kind == "exited" and outcome.status == 7
     assert len(notes) == 1 and "kernel panicked while booting" in notes[0]
     assert "Fatal exception" in notes[0] and "once more" in notes[0]
@@ -247,11 +236,7 @@ def test_a_kernel_that_panics_again_is_reported_not_retried_forever(
     fake_qemu, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("FAKE_QEMU_TCG", "panic")
-    notes = []
-    _, outcome = qemu.boot(
-        spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
-        time.monotonic() + 60, io.BytesIO(), note=notes.append,
-    )
+    _, outcome, notes = boot_tcg(fake_qemu, tmp_path, 30)
     assert outcome.kind == "died" and b"Kernel panic" in outcome.boot_output
     assert len(notes) == 1  # one more boot, then the failure is reported
     assert len(assert_all_dead(tmp_path)) == 2
