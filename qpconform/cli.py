@@ -63,6 +63,9 @@ def _add_bench(subparsers: argparse._SubParsersAction) -> None:
                         help="with --vm: the guest's software RDMA driver (default rxe)")
     parser.add_argument("--seconds", type=_positive, default=30.0,
                         help="seconds of stateful machine on the device (default 30)")
+    parser.add_argument("--sessions", type=_sessions, default=2,
+                        help="with --vm: also run this many host engines side by side, each "
+                        "with its own executor session (default 2; 1: only the one engine)")
     parser.add_argument("--output", default="reports/out/bench.json",
                         help="where the JSON result goes (default reports/out/bench.json)")
     parser.set_defaults(func=_cmd_bench)
@@ -76,6 +79,12 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
     return value
+
+
+def _sessions(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 8:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of sessions, 1 to 8")
+    return int(text)
 
 
 def _non_negative_int(text: str) -> int:
@@ -95,7 +104,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     try:
         if args.vm:
             device = args.device or f"{args.driver}0"
-            return bench.vm_main(args.vm, device, args.seconds, Path(args.output), args.driver)
+            return bench.vm_main(args.vm, device, args.seconds, Path(args.output), args.driver,
+                                 args.sessions)
         if args.device is None:
             print("qpconform bench: give --device NAME (a device on this host) or --vm RELEASE "
                   "(SoftRoCE in the VM)", file=sys.stderr)

@@ -15,19 +15,29 @@ import sys
 import tempfile
 from pathlib import Path
 
-PORT_NAME = "qpconform.0"
+
+def port_names(sessions: int) -> list[str]:
+    """The guest's port names for `sessions` host sessions: qpconform.0, qpconform.1, ..."""
+    return [f"qpconform.{i}" for i in range(sessions)]
 
 
 class ExecutorVM:
-    """`qpconform vm --serial-port ... -- COMMAND` in the background."""
+    """`qpconform vm --serial-port ... -- COMMAND` in the background, with one port (and
+    one host unix socket, `sockets[i]`) per session; COMMAND gets a `--port-name` for
+    each."""
 
     def __init__(self, release: str, command: list[str], driver: str = "rxe",
-                 timeout: float = 3600.0) -> None:
+                 timeout: float = 3600.0, sessions: int = 1) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="qpconform-exec-"))
-        self.socket = self.tmp / "executor.sock"
+        names = port_names(sessions)
+        self.sockets = [self.tmp / f"executor.{i}.sock" for i in range(sessions)]
+        self.socket = self.sockets[0]
+        ports = [arg for name, sock in zip(names, self.sockets, strict=True)
+                 for arg in ("--serial-port", f"{name}={sock}")]
+        served = [arg for name in names for arg in ("--port-name", name)]
         argv = [sys.executable, "-m", "qpconform", "vm", "--release", release,
-                "--driver", driver, "--timeout", str(timeout),
-                "--serial-port", f"{PORT_NAME}={self.socket}", "--", *command]
+                "--driver", driver, "--timeout", str(timeout), *ports,
+                "--", *command, *served]
         # its own session: a Ctrl-C here reaches it through stop(), not twice
         self.proc = subprocess.Popen(argv, start_new_session=True)
 

@@ -1,7 +1,8 @@
 """The device executor: the small program in the guest that owns the verbs objects and
 performs the verbs the host's engine asks for, one frame per request.
 
-    python3 -m qpconform.adapters.executor --device rxe0 --port-name qpconform.0
+    python3 -m qpconform.adapters.executor --device rxe0 --port-name qpconform.0 \
+        [--port-name qpconform.1 ...]      # one host session per port
 
 Why: the model, the engine and Hypothesis cost 15-23 ms a step in the emulated CPU and
 under 2 ms on the host; the verbs themselves cost tens of microseconds. So the engine runs
@@ -28,6 +29,7 @@ import os
 import select
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,9 @@ _READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machin
 POOL = 4
 #: How often "watch" looks at the CQs (completions have no fd without a channel).
 _WATCH_POLL = 0.002
+#: Seconds a port's executor waits for the host to connect before it gives up (the host
+#: connects its sessions when it starts, or when its benchmark or worker reaches them).
+HOST_BOUND = 600.0
 
 
 class Executor:
@@ -229,8 +234,10 @@ def arguments(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", required=True, help="the RDMA device to serve (rxe0)")
     parser.add_argument("--port", type=int, default=None, help="its port (default: first)")
-    parser.add_argument("--port-name", default=None,
-                        help="serve on this virtio-serial port (default: stdin/stdout)")
+    parser.add_argument("--port-name", action="append", default=[],
+                        help="serve on this virtio-serial port (default: stdin/stdout); "
+                        "repeat it for more host sessions, each served by its own process "
+                        "with its own device context")
     return parser
 
 
@@ -239,27 +246,77 @@ def main(
     extra: Callable[[Device], dict[str, Callable[..., Any]]] | None = None,
     prog: str = "python3 -m qpconform.adapters.executor",
 ) -> int:
-    """Open the device, say hello, serve until the host says bye or goes away."""
+    """Serve one host session per port (the first here, each further one in a forked
+    process: the host runs several engines at once, like pytest-xdist's workers); the worst
+    status of them all."""
     args = arguments(prog).parse_args(argv)
+    ports = args.port_name or [None]
+    children = []
+    for name in ports[1:]:
+        pid = os.fork()
+        if pid == 0:  # the child serves its port and never returns into the caller
+            code = 1
+            try:
+                code = serve_session(args.device, args.port, name, extra)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        children.append(pid)
+    status = serve_session(args.device, args.port, ports[0], extra)
+    for pid in children:
+        if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+            status = 1
+    return status
+
+
+def serve_session(
+    device_name: str, port: int | None, port_name: str | None,
+    extra: Callable[[Device], dict[str, Callable[..., Any]]] | None = None,
+) -> int:
+    """Open the device, say hello, serve until the host says bye or goes away."""
     from qpconform.adapters.pyverbs_device import open_device
 
     started = time.monotonic()
-    if args.port_name:
-        fd = os.open(find_port(args.port_name), os.O_RDWR)
+    if port_name:
+        fd = os.open(find_port(port_name), os.O_RDWR)
         fd_in = fd_out = fd
+        if not await_host(fd, HOST_BOUND):
+            print(f"qpconform executor: nobody connected to port {port_name!r} within "
+                  f"{HOST_BOUND:.0f} s; giving up", file=sys.stderr)
+            return 1
     else:
         fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     try:
-        device = open_device(args.device, args.port, pool=POOL)
+        device = open_device(device_name, port, pool=POOL)
         executor = Executor(device, extra(device) if extra else None)
         hello = executor.hello()
     except Exception as exc:
-        wire.write_frame(fd_out, ["err", "lost", f"{args.device}: {exc}"])
+        wire.write_frame(fd_out, ["err", "lost", f"{device_name}: {exc}"])
         return 1
     hello["startup_s"] = round(time.monotonic() - started, 3)
     wire.write_frame(fd_out, ["ok", hello, None])
     executor.serve(fd_in, fd_out)
     return 0
+
+
+def await_host(fd: int, bound: float) -> bool:
+    """Wait until the host end of a virtio-serial port is open (the port polls HUP until
+    then, and a write blocks), at most `bound` s: a session the host never reaches (a
+    benchmark that failed, a worker that never started) ends with a message instead of
+    keeping the guest up until it is killed."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    deadline = time.monotonic() + bound
+    while True:
+        ready = poller.poll(100)
+        if ready and not ready[0][1] & select.POLLHUP:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        if ready:  # HUP is level-triggered: nap instead of spinning on it
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":

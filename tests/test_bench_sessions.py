@@ -1,0 +1,71 @@
+"""`qpconform bench --vm --sessions N`: engines side by side, each in its own process with its
+own executor session; served here by fake devices behind executors on unix sockets (the
+VM's virtio-serial ports are unix sockets on the host too)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qpconform import bench
+from qpconform.adapters import wire
+from qpconform.adapters.executor import Executor
+from tests.fake_device import FakeDevice
+from tests.remote_fake import remote
+
+
+@contextmanager
+def served(device: Any, path: Path) -> Iterator[threading.Thread]:
+    """`device` behind an executor listening at `path` for one host session."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        executor = Executor(device)
+        wire.write_frame(conn.fileno(), ["ok", executor.hello(), None])
+        try:
+            executor.serve(conn.fileno(), conn.fileno())
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=serve, name="fake-executor-session", daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.join(30.0)
+        listener.close()
+
+
+def test_two_engines_side_by_side_each_run_their_own_sequences(tmp_path: Path) -> None:
+    here, there = FakeDevice(), FakeDevice()
+    with served(there, tmp_path / "s1.sock") as thread, remote(here) as device:
+        result = bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")])
+    assert not thread.is_alive()  # the other session said bye
+    assert result["sessions"] == 2
+    each = result["per_session"]
+    assert all(r["steps"] > 0 for r in each), each
+    assert result["steps"] == sum(r["steps"] for r in each)
+    # the aggregate is over the common wall-clock window: never more than the sum of rates
+    assert result["steps_per_s"] <= sum(r["steps_per_s"] for r in each) + 0.1
+    assert result["seconds"] >= 2.0
+    assert here.live == [] and there.live == []  # each executor freed its QPs
+    # other seeds: the two sessions created other sequences of QP types
+    ours, theirs = [q.qp_type for q in here.qps], [q.qp_type for q in there.qps]
+    common = min(len(ours), len(theirs))
+    assert ours[:common] != theirs[:common]
+
+
+def test_a_divergence_in_another_session_stops_the_benchmark(tmp_path: Path) -> None:
+    there = FakeDevice(["misreport_state"])
+    with served(there, tmp_path / "s1.sock"), remote(FakeDevice()) as device, \
+            pytest.raises(RuntimeError, match="side-by-side session 1: DivergenceError"):
+        bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")])
