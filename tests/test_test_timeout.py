@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace as NS
 
@@ -39,6 +40,42 @@ def test_a_verb_that_returns_leaves_nothing_behind():
 
     assert QP().query() == "ibv_query_qp on qp7"
     assert inflight.take_interrupted() is None
+
+
+def test_a_decorated_verb_interrupted_inside_another_is_the_one_named():
+    class QP:
+        label = "qp3"
+
+        @inflight.verb("ibv_poll_cq")
+        def poll(self):
+            raise KeyboardInterrupt
+
+        @inflight.verb("ibv_destroy_qp")
+        def destroy(self):
+            assert inflight.current() == "ibv_destroy_qp on qp3"
+            self.poll()
+
+    with pytest.raises(KeyboardInterrupt), inflight.calling("outer"):
+        QP().destroy()
+    assert inflight.current() is None
+    assert inflight.take_interrupted() == "ibv_poll_cq on qp3"  # the innermost, not an outer
+
+
+def test_only_the_outermost_verb_counts_toward_the_time_in_verbs():
+    class QP:
+        label = "qp4"
+
+        @inflight.verb("ibv_query_qp")
+        def query(self):
+            time.sleep(0.05)
+
+        @inflight.verb("ibv_modify_qp")
+        def modify(self):
+            self.query()
+
+    before = inflight.seconds_in_verbs()
+    QP().modify()
+    assert 0.05 <= inflight.seconds_in_verbs() - before < 0.1  # not 0.1+: counted once
 
 
 def fake_config(tmp_path: Path, timeout=None, ini="", budget=None, plugin=True):

@@ -15,6 +15,7 @@ fit to be reused.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import select
 import subprocess
@@ -91,6 +92,12 @@ _PLAIN_FIELDS = (
 )
 #: A verb on a destroyed QP never reaches pyverbs (it would dereference a NULL ibv_qp).
 _DESTROYED = VerbResult(False, errno.EBADF, "QP already destroyed (not passed to the device)")
+
+
+@functools.cache
+def _fields_of(attr_type: type) -> tuple[str, ...]:
+    """The plain fields this pyverbs' QPAttr has (older ones lack some), found once."""
+    return tuple(k for k in _PLAIN_FIELDS if hasattr(attr_type, k))
 
 
 def _verb_failure(exc: BaseException) -> VerbResult:
@@ -305,7 +312,7 @@ class PyverbsQP:
             raise RuntimeError(f"{self.label} was destroyed: nothing to query")
         attr, _init = self.qp.query(QUERY_MASK)
         state = _defined(QPState, int(attr.qp_state), f"ibv_query_qp on {self.label}: qp_state")
-        fields = {k: int(getattr(attr, k)) for k in _PLAIN_FIELDS if hasattr(attr, k)}
+        fields = {k: int(getattr(attr, k)) for k in _fields_of(type(attr))}
         ah = attr.ah_attr
         fields["ah_port_num"] = int(ah.port_num)
         fields["ah_sgid_index"] = int(ah.sgid_index) if int(ah.is_global) else 0
