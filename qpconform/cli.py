@@ -63,9 +63,10 @@ def _add_bench(subparsers: argparse._SubParsersAction) -> None:
                         help="with --vm: the guest's software RDMA driver (default rxe)")
     parser.add_argument("--seconds", type=_positive, default=30.0,
                         help="seconds of stateful machine on the device (default 30)")
-    parser.add_argument("--sessions", type=_sessions, default=2,
+    parser.add_argument("--sessions", type=_sessions, default=3,
                         help="with --vm: also run this many host engines side by side, each "
-                        "with its own executor session (default 2; 1: only the one engine)")
+                        "with its own executor session (default 3, the most a 2-core host "
+                        "gained from: 4 ran slower there; 1: only the one engine)")
     parser.add_argument("--output", default="reports/out/bench.json",
                         help="where the JSON result goes (default reports/out/bench.json)")
     parser.set_defaults(func=_cmd_bench)

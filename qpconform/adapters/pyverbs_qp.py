@@ -90,6 +90,8 @@ _PLAIN_FIELDS = (
     "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "dest_qp_num", "path_mig_state",
     "alt_port_num", "alt_timeout", "alt_pkey_index", "rate_limit",
 )
+#: ATTR_FIELDS by plain int: a flag enum's `in` cost more than the modify in the TCG guest.
+_FIELD_BITS = tuple((int(bit), names) for bit, names in ATTR_FIELDS.items())
 #: A verb on a destroyed QP never reaches pyverbs (it would dereference a NULL ibv_qp).
 _DESTROYED = VerbResult(False, errno.EBADF, "QP already destroyed (not passed to the device)")
 
@@ -280,8 +282,9 @@ class PyverbsQP:
         """The caller's attrs, plus a valid value for any field the mask needs but lacks."""
         values = dict(attrs)
         defaults: dict[str, int] | None = None
-        for bit, names in ATTR_FIELDS.items():
-            if bit in mask and any(n not in values for n in names):
+        bits = int(mask)
+        for bit, names in _FIELD_BITS:
+            if bits & bit and any(n not in values for n in names):
                 defaults = defaults or self.device.valid_attrs(self)
                 for n in names:
                     values.setdefault(n, defaults.get(n, 0))
