@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from models.enums import QPState, QPType, WCOpcode, WCStatus
 from qpconform.adapters import wire
+from qpconform.adapters.executor import await_host
 from qpconform.adapters.pyverbs_qp import ResourceSet, SetPool
 from qpconform.adapters.resources import ResourceStack
 from qpconform.engine.device import AsyncEvent, Completion, DeviceLost, QueryResult
@@ -236,3 +239,21 @@ def test_after_the_executor_is_gone_every_call_fails_at_once() -> None:
         with pytest.raises(DeviceLost, match="went away earlier"):
             dev.create_qp(QPType.RC)  # a replay: no wait for a dead guest
         assert time.monotonic() - start < 1.0
+
+
+# ------------------------------------------------------- the executor waits for the host
+def test_the_executor_says_hello_once_the_host_end_is_open() -> None:
+    here, there = socket.socketpair()
+    with here, there:
+        assert await_host(here.fileno(), 1.0)
+
+
+def test_the_executor_gives_up_on_a_host_that_never_comes() -> None:
+    """A hung-up port (a virtio-serial port polls HUP until the host connects) is waited
+    for no longer than the bound."""
+    here, there = socket.socketpair()
+    there.close()
+    with here:
+        start = time.monotonic()
+        assert not await_host(here.fileno(), 0.3)
+        assert 0.3 <= time.monotonic() - start < 2.0
