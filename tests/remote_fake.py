@@ -15,20 +15,23 @@ from qpconform.adapters.executor import Executor
 from qpconform.adapters.remote_device import Channel, RemoteDevice
 
 
+def serve_session(device: Any, conn: socket.socket) -> None:
+    """One host session on `conn`, as the guest's executor serves it: hello, requests
+    until bye or the host goes away, then everything freed and `conn` closed."""
+    executor = Executor(device)
+    wire.write_frame(conn.fileno(), ["ok", executor.hello(), None])
+    try:
+        executor.serve(conn.fileno(), conn.fileno())
+    finally:
+        conn.close()
+
+
 @contextmanager
 def remote(device: Any) -> Iterator[RemoteDevice]:
     """`device` served by an executor thread; the RemoteDevice is closed on the way out."""
     host, guest = socket.socketpair()
-    executor = Executor(device)
-
-    def serve() -> None:
-        wire.write_frame(guest.fileno(), ["ok", executor.hello(), None])
-        try:
-            executor.serve(guest.fileno(), guest.fileno())
-        finally:
-            guest.close()
-
-    thread = threading.Thread(target=serve, name="fake-executor", daemon=True)
+    thread = threading.Thread(target=serve_session, args=(device, guest),
+                              name="fake-executor", daemon=True)
     thread.start()
     hello = wire.read_frame(host.fileno(), 10.0)
     remote_device = RemoteDevice(Channel(host, "fake executor"), hello[1])

@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 from qpconform import bench
-from qpconform.adapters import wire
-from qpconform.adapters.executor import Executor
 from tests.fake_device import FakeDevice
-from tests.remote_fake import remote
+from tests.remote_fake import remote, serve_session
 
 
 @contextmanager
@@ -28,13 +26,7 @@ def served(device: Any, path: Path) -> Iterator[threading.Thread]:
     listener.listen(1)
 
     def serve() -> None:
-        conn, _ = listener.accept()
-        executor = Executor(device)
-        wire.write_frame(conn.fileno(), ["ok", executor.hello(), None])
-        try:
-            executor.serve(conn.fileno(), conn.fileno())
-        finally:
-            conn.close()
+        serve_session(device, listener.accept()[0])
 
     thread = threading.Thread(target=serve, name="fake-executor-session", daemon=True)
     thread.start()
