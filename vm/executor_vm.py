@@ -31,7 +31,6 @@ class ExecutorVM:
         self.tmp = Path(tempfile.mkdtemp(prefix="qpconform-exec-"))
         names = port_names(sessions)
         self.sockets = [self.tmp / f"executor.{i}.sock" for i in range(sessions)]
-        self.socket = self.sockets[0]
         ports = [arg for name, sock in zip(names, self.sockets, strict=True)
                  for arg in ("--serial-port", f"{name}={sock}")]
         served = [arg for name in names for arg in ("--port-name", name)]
