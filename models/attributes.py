@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from models.enums import MTU, AccessFlag, Attr
@@ -464,9 +465,7 @@ def broken_value_rules(
     """The value rules of `variant` broken by the attributes a mask selects (fields absent:
     not checked)."""
     broken = []
-    for vr in variant.value_rules:
-        if not mask & vr.bit:
-            continue
+    for vr in _selected(variant, int(mask)):
         try:
             ok = vr.valid(attrs, caps)
         except KeyError:
@@ -476,9 +475,15 @@ def broken_value_rules(
     return broken
 
 
+@lru_cache(maxsize=4096)  # variants and their rules never change; a mask recurs every step
+def _selected(variant: Variant, mask: int) -> tuple[ValueRule, ...]:
+    """The value rules of `variant` that a mask brings into play, in their order."""
+    return tuple(vr for vr in variant.value_rules if mask & int(vr.bit))
+
+
 def rules_for(mask: Attr, variant: Variant) -> list[Rule]:
     """Every value rule of `variant` that a mask brings into play (for coverage)."""
-    found = [vr.rule for vr in variant.value_rules if mask & vr.bit]
+    found = [vr.rule for vr in _selected(variant, int(mask))]
     if variant.masks_psn and mask & (Attr.SQ_PSN | Attr.RQ_PSN):
         found.append(PSN_MASKED)
     return found

@@ -5,6 +5,7 @@ IB_* enums in include/rdma/ib_verbs.h), so they can be passed to pyverbs as is.
 """
 
 from enum import IntEnum, IntFlag
+from functools import lru_cache
 
 
 class QPState(IntEnum):
@@ -74,7 +75,12 @@ class Attr(IntFlag):
 
     def names(self) -> list[str]:
         """The single-bit names in this mask, sorted."""
-        return sorted(bit.name for bit in Attr if bit.value & self.value and bit.name)
+        return list(_attr_names(self.value))
+
+
+@lru_cache(maxsize=4096)  # every step logs its mask: the same few masks recur
+def _attr_names(value: int) -> tuple[str, ...]:
+    return tuple(sorted(bit.name for bit in Attr if bit.value & value and bit.name))
 
 
 #: Bits the legacy modify_qp command accepts (kernel IB_QP_ATTR_STANDARD_BITS = GENMASK(20, 0)).

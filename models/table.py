@@ -233,7 +233,9 @@ class TransitionTable:
         invalid_source: Callable[[QPState, QPState], Source] = kernel_invalid,
     ):
         self.name = name
-        self._entries = entries
+        self._entries = dict(entries)  # never changed after this: the answers below are kept
+        self._moves: dict[tuple[QPType, QPState], tuple[QPState, ...]] = {}
+        self._targets: dict[tuple[QPType, QPState], tuple[QPState, ...]] = {}
         self.qp_types = qp_types
         self._reports = dict(reports or {})
         self._invalid = dict(invalid or {})
@@ -252,12 +254,15 @@ class TransitionTable:
     def moves_to(self, qp_type: QPType, cur: QPState) -> list[QPState]:
         """States one accepted modify from cur certainly leaves the QP in, in ABI order (a
         walk along these gets where it is going: no entry a driver may ignore or refuse)."""
-        found = {
-            e.after
-            for n in self.targets(qp_type, cur)
-            if (e := self._entries[(qp_type, cur, n)]).after == n and e.rule.kind != MAY
-        }
-        return [s for s in STATES if s in found]
+        moves = self._moves.get((qp_type, cur))
+        if moves is None:
+            found = {
+                e.after
+                for n in self.targets(qp_type, cur)
+                if (e := self._entries[(qp_type, cur, n)]).after == n and e.rule.kind != MAY
+            }
+            moves = self._moves[(qp_type, cur)] = tuple(s for s in STATES if s in found)
+        return list(moves)
 
     def lookup(self, qp_type: QPType, cur: QPState, nxt: QPState) -> Transition | None:
         """The entry for cur -> nxt, or None when the transition is invalid."""
@@ -265,7 +270,11 @@ class TransitionTable:
 
     def targets(self, qp_type: QPType, cur: QPState) -> list[QPState]:
         """States reachable from cur by one modify, in ABI order."""
-        return [n for n in STATES if (qp_type, cur, n) in self._entries]
+        targets = self._targets.get((qp_type, cur))
+        if targets is None:
+            targets = tuple(n for n in STATES if (qp_type, cur, n) in self._entries)
+            self._targets[(qp_type, cur)] = targets
+        return list(targets)
 
     def __iter__(self) -> Iterator[Transition]:
         return iter(self._entries.values())

@@ -44,10 +44,16 @@ ATTR_FIELDS: dict[Attr, tuple[str, ...]] = {
 
 def mask_names(mask: int) -> list[str]:
     """Names of the mask's bits; bits without a name as BIT<n>."""
-    names = Attr(int(mask) & sum(int(b) for b in Attr)).names()
-    unknown = int(mask) & ~sum(int(b) for b in Attr)
-    names += [f"BIT{i}" for i in range(64) if unknown >> i & 1]
-    return names
+    return list(_mask_names(int(mask)))
+
+
+_KNOWN_BITS = sum(int(b) for b in Attr)
+
+
+@functools.lru_cache(maxsize=4096)  # every modify's step names its mask
+def _mask_names(mask: int) -> tuple[str, ...]:
+    unknown = mask & ~_KNOWN_BITS
+    return (*Attr(mask & _KNOWN_BITS).names(), *(f"BIT{i}" for i in range(64) if unknown >> i & 1))
 
 
 #: Widths (bits) of the narrow fields of struct ibv_qp_attr / ibv_ah_attr (the rest are 32):
