@@ -47,7 +47,9 @@ def test_two_engines_side_by_side_each_run_their_own_sequences(tmp_path: Path) -
     assert all(r["steps"] > 0 for r in each), each
     assert result["steps"] == sum(r["steps"] for r in each)
     # the aggregate is over the common wall-clock window: never more than the sum of rates
-    assert result["steps_per_s"] <= sum(r["steps_per_s"] for r in each) + 0.1
+    assert result["steps_per_s_wall"] <= sum(r["steps_per_s"] for r in each) + 0.1
+    assert 0 < result["window_steps"] <= result["steps"]
+    assert 0 < result["window_seconds"] <= result["seconds"]
     assert result["seconds"] >= 2.0
     assert here.live == [] and there.live == []  # each executor freed its QPs
     # other seeds: the two sessions created other sequences of QP types
@@ -61,3 +63,21 @@ def test_a_divergence_in_another_session_stops_the_benchmark(tmp_path: Path) -> 
     with served(there, tmp_path / "s1.sock"), remote(FakeDevice()) as device, \
             pytest.raises(RuntimeError, match="side-by-side session 1: DivergenceError"):
         bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")])
+
+
+def _session(start: float, rate: float, steps: int) -> dict[str, Any]:
+    stamps = [start + (i + 1) / rate for i in range(steps)]
+    return {"steps": steps, "steps_per_s": rate, "started_at": start, "ended_at": stamps[-1],
+            "stamps": stamps}
+
+
+def test_sessions_combine_over_the_window_in_which_all_ran() -> None:
+    # A: 10 steps/s from t=100 for 30 s; B: 10 steps/s from t=101, its last batch ending
+    # at t=135: both ran from 101 to 130; B's lone tail and A's idle wait do not count
+    result = bench.combined([_session(100.0, 10.0, 300), _session(101.0, 10.0, 340)])
+    assert result["window_seconds"] == 29.0
+    assert result["window_steps"] == 290 + 290  # A's steps after 101, B's before 130
+    assert result["steps_per_s"] == 20.0  # two engines at 10 each
+    assert result["steps"] == 640 and result["seconds"] == 35.0
+    assert result["steps_per_s_wall"] == round(640 / 35.0, 1)  # less: the tail was one engine
+    assert all("stamps" not in r and "started_at" not in r for r in result["per_session"])

@@ -284,3 +284,20 @@ def test_machine_raises_an_unrepeated_divergence_unshrunk(
         run_machine(FakeDevice(), [QPType.RC], hypothesis_settings=_few(derandomize=False))
     assert again.value.record.context["after_end"] == NOT_REPEATED
     assert runs == [False]  # no replay
+
+
+def test_machine_leaves_a_callers_park_to_the_caller() -> None:
+    # runs back to back (the bench's batches): the last example's QPs stay observed into
+    # the next run, which polls them, and only the caller's drain waits out their holds
+    config = MachineConfig(settle_window=0.05, must_wait=0.5)
+    device, park = FakeDevice(), Park()
+    run_machine(device, [QPType.RC], config=config,
+                hypothesis_settings=_few(5, derandomize=True), park=park)
+    first = [p.pair for p in park.pairs]
+    assert first and device.live  # not waited out, not destroyed
+    time.sleep(RETIRE_HOLD * 0.05)  # their hold passes during the next run
+    run_machine(device, [QPType.RC], config=config,
+                hypothesis_settings=_few(5, derandomize=True), park=park)
+    assert not any(p.pair in first for p in park.pairs)  # the next run's polls closed them
+    park.drain()
+    assert park.pairs == [] and device.live == []

@@ -408,6 +408,7 @@ def run_machine(
     recorder: StepRecorder | None = None,
     keep: KeepDivergence | None = None,
     example_seed: int | None = None,
+    park: Park | None = None,
 ) -> list[Divergence]:
     """Run QPMachine; returns the known divergences (one per kind).
 
@@ -429,6 +430,10 @@ def run_machine(
     is met, and how short its shrink gets, depends on timing; the blocking replay shrinks
     it the same way every time (without a replay: Hypothesis' own shrink, or the unshrunk
     record when its replays did not repeat it, FlakyFailure).
+
+    `park`: one the caller owns, for runs back to back (the bench's batches): the last
+    examples' QPs stay observed into the caller's next run instead of being waited out at
+    the end of this one, and the caller drains it; divergences found in it are raised here.
     """
     sink = DivergenceList(only_known=True)  # unknown ones of unshrunk examples are dropped
     types = [t for t in qp_types if t in device.supported_qp_types()]
@@ -447,12 +452,13 @@ def run_machine(
         if not config.park:
             run(None)
         else:
-            park = Park()
+            owned = park is None  # else the caller drains it after its last run
+            parking = park if park is not None else Park()
             timed: DivergenceError | None = None  # met when a delivery came: see below
             unrepeated = False
             try:
                 try:
-                    run(park)
+                    run(parking)
                 except FlakyFailure as exc:  # its replays met the divergence elsewhere, or not
                     timed, unrepeated = _divergence_in(exc), True
                     if timed is None:
@@ -462,17 +468,19 @@ def run_machine(
                         raise  # a verb's outcome or state: the same at every replay
                     timed = exc
                 else:
-                    park.drain()  # the last examples' QPs, until their holds have passed
+                    if owned:  # the last examples' QPs, until their holds have passed
+                        parking.drain()
             finally:
-                park.release()
-            if timed is not None or park.found:
+                if owned:
+                    parking.release()
+            if timed is not None or parking.found:
                 if example_seed is not None or chosen.derandomize:
                     run(None)  # the same examples, each waiting out its windows
                 if timed is not None:
                     if unrepeated:
                         timed.record.context["after_end"] = NOT_REPEATED
                     raise timed
-                park.raise_found()
+                parking.raise_found()
     except DivergenceError as exc:
         if keep is not None:
             keep(exc.record, True)
