@@ -177,3 +177,15 @@ def test_a_silent_boot_timeout_says_the_guest_printed_nothing(tmp_path, capsys):
     assert runner._finish(outcome, "tcg", tmp_path, tmp_path, opts, 0.0) == runner.EXIT_INFRA
     err = capsys.readouterr().err
     assert "printed nothing on its console" in err and "no boot marker within 180 s" in err
+
+
+def test_a_guest_kernel_crash_fails_the_run_as_the_device_under_test(tmp_path, capsys):
+    outcome = qemu.Outcome("crashed", boot_seconds=1.0,
+                           message="the guest kernel crashed ([ 94.5] Oops: 0000 [#1]); "
+                           "stopped the guest 30 s later")
+    ctl = tmp_path / "ctl"
+    ctl.mkdir()
+    status = runner._finish(outcome, "tcg", ctl, tmp_path, runner.VmOptions(), 0.0)
+    assert status == runner.EXIT_KERNEL_LOG  # the driver's failure, not the runner's (125)
+    err = capsys.readouterr().err
+    assert "Oops: 0000" in err and "guest-console.txt" in err

@@ -70,3 +70,13 @@ def test_summary_is_bounded():
     summary = kernel_log.summary(kernel_log.scan(text), limit=3)
     assert summary.count("\n") == 3
     assert "and 12 more" in summary
+
+
+def test_crash_is_the_reports_after_which_the_guest_is_stopped():
+    assert kernel_log.crash("[   94.510149] Oops: 0000 [#1] PREEMPT SMP NOPTI")
+    assert kernel_log.crash("[ 9.0] Kernel panic - not syncing: Fatal exception")
+    assert kernel_log.crash("[ 9.0] general protection fault, probably for non-canonical")
+    # reported (they fail the run) but the kernel goes on: no reason to stop it early
+    assert not kernel_log.crash("[ 8.3] WARNING: CPU: 0 PID: 1 at planted")
+    assert not kernel_log.crash("[ 8.3] BUG: KASAN: slab-use-after-free in rxe_qp_do_cleanup")
+    assert not kernel_log.crash("[ 8.3] rdma_rxe: mentions Oops in passing")

@@ -44,6 +44,14 @@ out.write("done\\r\\n")
 if mode == "hang-after-boot":
     out.flush()
     time.sleep(600)
+if mode.startswith("oops"):  # an oops, then a flood (seen: rxe on 6.1 corrupting a slab)
+    out.write("[   94.509645] BUG: unable to handle page fault for address: ffff8a8f103d73a1\\r\\n")
+    out.write("[   94.510149] Oops: 0000 [#1] PREEMPT SMP NOPTI\\r\\n")
+    for n in range(5000 if mode == "oops-then-exit" else 10**9):
+        out.write(f"[  247.7{n:05d}] get_swap_device: Bad swap file entry 4003ffffffffffff\\r\\n")
+        if n % 1000 == 0:
+            out.flush()
+            time.sleep(0.01)
 out.write(f"QPCONFORM-EXIT {nonce} 7\\r\\n")
 out.write("[ 9.1] reboot: Power down\\r\\n")
 """
@@ -240,3 +248,41 @@ def test_a_kernel_that_panics_again_is_reported_not_retried_forever(
     assert outcome.kind == "died" and b"Kernel panic" in outcome.boot_output
     assert len(notes) == 1  # one more boot, then the failure is reported
     assert len(assert_all_dead(tmp_path)) == 2
+
+
+def test_a_guest_whose_kernel_crashed_is_stopped_and_its_flood_cut(
+    fake_qemu, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "oops")
+    monkeypatch.setattr(qemu, "CRASH_GRACE", 1.0)
+    out, log = io.BytesIO(), io.BytesIO()
+    started = time.monotonic()
+    _, outcome = qemu.boot(spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
+                           started + 60, out, log)
+    assert outcome.kind == "crashed" and time.monotonic() - started < 15
+    assert "the guest kernel crashed ([   94.510149] Oops: 0000 [#1]" in outcome.message
+    echoed = out.getvalue().decode().splitlines()
+    assert len(echoed) <= qemu.CRASH_ECHO + 5, len(echoed)  # the boot's lines, the oops, 200
+    assert "console echo cut after the kernel crash report" in echoed[-1]
+    assert log.getvalue().count(b"Bad swap file entry") > qemu.CRASH_ECHO  # the log keeps all
+    assert_all_dead(tmp_path)
+
+
+def test_a_guest_that_reports_its_status_after_a_crash_is_not_cut_short(
+    fake_qemu, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_QEMU_TCG", "oops-then-exit")
+    _, outcome = qemu.boot(spec_factory(fake_qemu, tmp_path), ["tcg"], "abc123", {"tcg": 30},
+                           time.monotonic() + 60, io.BytesIO())
+    assert outcome.kind == "exited" and outcome.status == 7  # its own failure, reported
+    assert_all_dead(tmp_path)
+
+
+def test_only_a_crash_after_the_boot_counts():
+    console = qemu.ConsoleFilter("n1", io.BytesIO())
+    console.feed(b"[ 0.1] Oops: early noise\r\n")  # a panic at boot is boot()'s business
+    assert console.crashed_at is None
+    console.feed(b"QPCONFORM-BOOTED n1\r\n[ 5.0] rxe: mentions Oops in passing\r\n")
+    assert console.crashed_at is None
+    console.feed(b"[ 9.0] general protection fault, probably for non-canonical address\r\n")
+    assert console.crashed_at is not None and console.crash_line.startswith("[ 9.0] general")

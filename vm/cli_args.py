@@ -7,18 +7,21 @@ import os
 from pathlib import Path
 
 from vm import drivers, image, pydeps, runner
+from vm.qemu import CRASH_GRACE
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Run COMMAND inside a QEMU VM that has real SoftRoCE devices rxe0 and rxe1
 (rdma_rxe on the two ends of a veth pair; no network leaves the VM).  The
 project directory is shared at the same path, COMMAND runs there with
 QPCONFORM_IN_VM=1, its output streams live, and its exit status is returned.
-A WARNING/BUG/Oops/KASAN/lockdep report in the guest kernel log fails the run.
+A WARNING/BUG/Oops/KASAN/lockdep report in the guest kernel log fails the run;
+a guest whose kernel crashed (an oops, a panic) is stopped {CRASH_GRACE:.0f} s later.
 """
 
 EPILOG = """\
 exit status: COMMAND's status; 1 if COMMAND succeeded but the guest kernel log
-has a problem report; 124 on --timeout; 125 if the runner failed; 130 on Ctrl-C.
+has a problem report, or the guest kernel crashed before COMMAND ended; 124 on
+--timeout; 125 if the runner failed; 130 on Ctrl-C.
 The image is cached under $XDG_CACHE_HOME/qpconform (default ~/.cache/qpconform).
 example: qpconform vm -- python3 -m pytest suites/ --device rxe0
 """

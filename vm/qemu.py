@@ -3,8 +3,11 @@
 The guest's serial console is QEMU's stdout.  The host streams it live,
 strips the guest init's marker lines (see vm/guest_init.sh) and uses them:
 ``QPCONFORM-BOOTED`` stops the boot watchdog, ``QPCONFORM-EXIT`` carries the
-command's status.  Every QEMU process runs in its own session and is killed
-(process group, SIGKILL) on every way out: normal end, timeout, Ctrl-C.
+command's status.  A kernel crash on the console (an oops, a panic: vm/kernel_log.py
+CRASHES) stops the guest CRASH_GRACE seconds later, unless it reported its status by
+then, and cuts the console's echo after CRASH_ECHO more lines.  Every QEMU process runs
+in its own session and is killed (process group, SIGKILL) on every way out: normal end,
+timeout, Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,11 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from vm import kernel_log
+
 BOOTED = b"QPCONFORM-BOOTED"
 EXITED = b"QPCONFORM-EXIT"
 
 # How long QEMU may take to power off after the guest reported its status.
 POWEROFF_GRACE = 20.0
+# How long a guest whose kernel crashed may still take to report its status (its command
+# failing on its own); after that it is stopped, not waited for until the run's timeout.
+CRASH_GRACE = 30.0
+# Console lines echoed after a kernel crash (the whole console stays in the log file).
+CRASH_ECHO = 200
 
 
 @dataclass
@@ -138,7 +148,7 @@ def kvm_usable(dev: str = "/dev/kvm") -> bool:
 class Outcome:
     """How one QEMU run ended."""
 
-    kind: str  # "exited" (status known) | "boot-timeout" | "timeout" | "died"
+    kind: str  # "exited" (status known) | "boot-timeout" | "timeout" | "died" | "crashed"
     status: int | None = None
     qemu_returncode: int | None = None
     boot_seconds: float | None = None
@@ -164,12 +174,28 @@ class ConsoleFilter:
         self.booted = False
         self.status: int | None = None
         self.preboot = bytearray()
+        self.crashed_at: float | None = None  # time.monotonic() of a kernel crash report
+        self.crash_line = ""
+        self.echo_left = CRASH_ECHO  # lines echoed after the crash report
+
+    def _watch(self, line: bytes) -> None:
+        """Note the first kernel crash report after the boot; count the echo after it."""
+        if self.crashed_at is not None:
+            if self.echo_left == 0:
+                self._emit(b"qpconform vm: console echo cut after the kernel crash report; "
+                           b"the rest is in the console log\n")
+            self.echo_left -= 1
+        elif self.booted and kernel_log.crash(line.decode(errors="replace")):
+            self.crashed_at = time.monotonic()
+            self.crash_line = line.decode(errors="replace").strip()[:200]
 
     def _emit(self, data: bytes) -> None:
         if not data:
             return
         if self.status is not None:
             return  # only power-off noise follows the exit marker
+        if self.echo_left < 0:
+            return  # a crashed kernel's flood
         if self.booted:
             self.out.write(data)
             self.out.flush()
@@ -197,6 +223,7 @@ class ConsoleFilter:
             line = line.rstrip(b"\r")
             if not self.line_started and self._marker(line):
                 continue
+            self._watch(line)
             self._emit(line + b"\n")
             self.line_started = False
         tail = self.pending.rstrip(b"\r")
@@ -261,10 +288,19 @@ def run(
                 limits.append(started + boot_timeout)
             if exit_seen_at is not None:
                 limits.append(exit_seen_at + POWEROFF_GRACE)
+            elif console.crashed_at is not None:
+                limits.append(console.crashed_at + CRASH_GRACE)
             wait = min(limits) - now
             if wait <= 0:
                 if exit_seen_at is not None:
                     break  # status known; QEMU is just slow to power off
+                if console.crashed_at is not None and now >= console.crashed_at + CRASH_GRACE:
+                    return Outcome(
+                        "crashed",
+                        boot_seconds=boot_seconds,
+                        message=f"the guest kernel crashed ({console.crash_line}); stopped "
+                        f"the guest {CRASH_GRACE:.0f} s later",
+                    )
                 if not console.booted and started + boot_timeout <= now < deadline:
                     return Outcome(
                         "boot-timeout",

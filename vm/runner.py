@@ -400,6 +400,10 @@ def _finish(
         if outcome.kind == "timeout":
             _note(f"guest still running after --timeout {opts.timeout:.0f} s: killed it ({timing})")
             return EXIT_TIMEOUT
+        if outcome.kind == "crashed":  # a failure of the device under test, not of the runner
+            _note(f"{outcome.message} ({timing}); its report is in the console log "
+                  f"{log_dir / 'guest-console.txt'}")
+            return EXIT_KERNEL_LOG
         _note(
             f"guest failed: {outcome.message} (QEMU status {outcome.qemu_returncode}; "
             f"{timing}); console log in {log_dir / 'guest-console.txt'}"
