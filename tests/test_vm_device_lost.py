@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 
@@ -40,3 +41,15 @@ def test_device_removed_mid_run_ends_it_quickly_with_a_clear_error():
     assert not re.search(r"SKIPPED.*unsupported by rxe0", text), "a lost device became a skip"
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"]["code"] in ("incomplete", "not-conformant")
+
+
+def test_a_guest_kernel_crash_fails_the_run_at_once_and_names_it():
+    # the device under test's kernel dies (here on purpose: sysrq's crash, a panic): the
+    # run fails with the crash line within seconds, not at its timeout nor as a skip
+    out = out_dir("selftest-kernel-crash")
+    started = time.monotonic()
+    result = run_in_vm(out, "echo c > /proc/sysrq-trigger; sleep 600", timeout=600)
+    assert result.returncode == 1, "a guest kernel crash must fail the run (exit 1)"
+    assert "the guest kernel crashed" in result.stderr
+    assert "Kernel panic - not syncing: sysrq triggered crash" in result.stderr
+    assert time.monotonic() - started < 300  # boot and crash, not the 600 s timeout

@@ -171,6 +171,7 @@ class ConsoleFilter:
         self.log = log
         self.pending = b""
         self.line_started = False  # part of the current line already written
+        self.shown = b""  # that part
         self.booted = False
         self.status: int | None = None
         self.preboot = bytearray()
@@ -223,13 +224,14 @@ class ConsoleFilter:
             line = line.rstrip(b"\r")
             if not self.line_started and self._marker(line):
                 continue
-            self._watch(line)
+            self._watch(self.shown + line)  # the whole line, also when shown in parts
             self._emit(line + b"\n")
-            self.line_started = False
+            self.line_started, self.shown = False, b""
         tail = self.pending.rstrip(b"\r")
         if tail and (self.line_started or not self._could_be_marker(tail)):
             self._emit(tail)
             self.line_started = True
+            self.shown += tail
             self.pending = self.pending[len(tail) :]
 
     @staticmethod
@@ -328,6 +330,13 @@ def run(
                 status=console.status,
                 qemu_returncode=proc.poll(),
                 boot_seconds=boot_seconds,
+            )
+        if console.crashed_at is not None:  # a panic reboots the guest: QEMU ends
+            return Outcome(
+                "crashed",
+                qemu_returncode=proc.poll(),
+                boot_seconds=boot_seconds,
+                message=f"the guest kernel crashed ({console.crash_line}); QEMU ended",
             )
         return Outcome(
             "died",
