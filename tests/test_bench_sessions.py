@@ -45,6 +45,7 @@ def test_two_engines_side_by_side_each_run_their_own_sequences(tmp_path: Path) -
     assert result["sessions"] == 2
     each = result["per_session"]
     assert all(r["steps"] > 0 for r in each), each
+    assert all(r["cpu_ms_per_step"] > 0 for r in each), each  # each process's own CPU
     assert result["steps"] == sum(r["steps"] for r in each)
     # the aggregate is over the common wall-clock window: never more than the sum of rates
     assert result["steps_per_s_wall"] <= sum(r["steps_per_s"] for r in each) + 0.1

@@ -33,6 +33,7 @@ def test_host_engines_side_by_side_each_with_its_executor_session() -> None:
     assert together["sessions"] == 3
     assert all(session["steps"] > 0 for session in together["per_session"]), together
     assert 0 < together["window_steps"] <= together["steps"], together  # all ran at once
+    assert all(session["cpu_ms_per_step"] > 0 for session in together["per_session"])
     assert bench["machine_in_guest"]["steps"] > 0
     # the guest's output reaches the host on the VM's console (stdout)
     assert "executor leak check: nothing leaked" in result.stdout + result.stderr
