@@ -170,8 +170,7 @@ class ConsoleFilter:
         self.out = out
         self.log = log
         self.pending = b""
-        self.line_started = False  # part of the current line already written
-        self.shown = b""  # that part
+        self.shown = b""  # the part of the current line already written
         self.booted = False
         self.status: int | None = None
         self.preboot = bytearray()
@@ -186,9 +185,11 @@ class ConsoleFilter:
                 self._emit(b"qpconform vm: console echo cut after the kernel crash report; "
                            b"the rest is in the console log\n")
             self.echo_left -= 1
-        elif self.booted and kernel_log.crash(line.decode(errors="replace")):
-            self.crashed_at = time.monotonic()
-            self.crash_line = line.decode(errors="replace").strip()[:200]
+        elif self.booted:
+            text = line.decode(errors="replace")
+            if kernel_log.crash(text):
+                self.crashed_at = time.monotonic()
+                self.crash_line = text.strip()[:200]
 
     def _emit(self, data: bytes) -> None:
         if not data:
@@ -222,15 +223,14 @@ class ConsoleFilter:
         while b"\n" in self.pending:
             line, self.pending = self.pending.split(b"\n", 1)
             line = line.rstrip(b"\r")
-            if not self.line_started and self._marker(line):
+            if not self.shown and self._marker(line):
                 continue
             self._watch(self.shown + line)  # the whole line, also when shown in parts
             self._emit(line + b"\n")
-            self.line_started, self.shown = False, b""
+            self.shown = b""
         tail = self.pending.rstrip(b"\r")
-        if tail and (self.line_started or not self._could_be_marker(tail)):
+        if tail and (self.shown or not self._could_be_marker(tail)):
             self._emit(tail)
-            self.line_started = True
             self.shown += tail
             self.pending = self.pending[len(tail) :]
 
