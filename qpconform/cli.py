@@ -32,7 +32,12 @@ def _cmd_vm(args: argparse.Namespace) -> int:
 
     if args.install_deps:
         return prereqs.install_deps()
-    return runner.run_or_report(cli_args.options_from_args(args, args.command))
+    options = cli_args.options_from_args(args, args.command)
+    if args.host_engine:
+        from vm import host_engine
+
+        return host_engine.run(options, args.host_engine, f"{args.driver}0")
+    return runner.run_or_report(options)
 
 
 def _add_report(subparsers: argparse._SubParsersAction) -> None:

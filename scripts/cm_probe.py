@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixtures import leaks
 from models.enums import Attr, QPState
+from qpconform.adapters import leaks
 from qpconform.adapters.cm_connect import INIT_MASK
 from qpconform.adapters.cm_pair import CMEnd, CMPair, connect_pair, own_qp
 

@@ -48,7 +48,7 @@ class _CountingRecorder:
 def _record_throughput(device: Device, steps: int, elapsed: float, recorder: Any) -> None:
     """Steps/s of the checked machine next to a plain pyverbs modify loop, in the same run."""
     checked = steps / elapsed if elapsed > 0 else 0.0
-    plain = bench.modify_rate(device.name, 2.0, device.port)
+    plain = bench.plain_rate(device, 2.0)
     ratio = f"{plain / checked:.0f}" if checked else "n/a"
     recorder.settings["throughput"] = (
         f"stateful machine {checked:.1f} checked steps/s ({steps} steps in {elapsed:.1f} s, "

@@ -14,11 +14,14 @@ from qpconform.adapters import wire
 from qpconform.adapters.executor import Executor
 from qpconform.adapters.remote_device import Channel, RemoteDevice
 
+#: The fake's plain loop (no pyverbs modify loop here): the throughput line's ceiling.
+FAKE_VERBS = {"plain_loop": lambda seconds: 1.0}
+
 
 def serve_session(device: Any, conn: socket.socket) -> None:
     """One host session on `conn`, as the guest's executor serves it: hello, requests
     until bye or the host goes away, then everything freed and `conn` closed."""
-    executor = Executor(device)
+    executor = Executor(device, FAKE_VERBS)
     wire.write_frame(conn.fileno(), ["ok", executor.hello(), None])
     try:
         executor.serve(conn.fileno(), conn.fileno())
@@ -42,3 +45,31 @@ def remote(device: Any) -> Iterator[RemoteDevice]:
             remote_device.close()
         finally:  # close() may raise (a deferred destroy failed): the executor still ends
             thread.join(10.0)
+
+
+@contextmanager
+def listening(device: Any, path: str, accept_bound: float = 120.0) -> Iterator[threading.Thread]:
+    """`device` served to the first process that connects to the unix socket `path` (as
+    QEMU's virtio-serial chardev lets the host reach the guest's executor); the thread ends
+    when that session does (or nobody came within `accept_bound` s)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(accept_bound)
+
+    def accept_and_serve() -> None:
+        try:
+            conn, _ = server.accept()
+        except OSError:  # nobody came, or the server was closed
+            return
+        finally:
+            server.close()
+        serve_session(device, conn)
+
+    thread = threading.Thread(target=accept_and_serve, name="fake-executor-listener",
+                              daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.join(accept_bound)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fixtures import leaks
+from qpconform.adapters import leaks
 from reports.html import verdict_line
 from reports.qualification import build_report
 

@@ -36,5 +36,5 @@ def test_host_engines_side_by_side_each_with_its_executor_session() -> None:
     assert all(session["cpu_ms_per_step"] > 0 for session in together["per_session"])
     assert bench["machine_in_guest"]["steps"] > 0
     # the guest's output reaches the host on the VM's console (stdout)
-    assert "executor leak check: nothing leaked" in result.stdout + result.stderr
+    assert "qpconform executor: leak check: nothing leaked" in result.stdout + result.stderr
     assert "3 host engines side by side" in result.stdout

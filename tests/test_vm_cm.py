@@ -21,7 +21,7 @@ import json
 
 import pytest
 
-from fixtures import leaks
+from qpconform.adapters import leaks
 from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
 
 pytestmark = VM_ONLY
@@ -32,7 +32,7 @@ import platform
 import sys
 import time
 
-from fixtures import leaks
+from qpconform.adapters import leaks
 from qpconform.adapters.cm_connect import CMError
 from qpconform.adapters.cm_pair import CMEnd, connect_pair, own_qp
 

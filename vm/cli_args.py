@@ -162,6 +162,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a virtio-serial port NAME in the guest, reached from the host at unix socket "
         "SOCKET (repeatable): how the host's engine talks to the guest's executor",
     )
+    add_host_engine(add)
+
+
+def add_host_engine(add) -> None:  # type: ignore[no-untyped-def]
+    add(
+        "--host-engine",
+        type=_sessions,
+        default=0,
+        metavar="N",
+        help="run COMMAND on this host, its engine against N device executor sessions in the "
+        "guest (one per pytest process: -n N, or 1 without xdist; the guest serves NAME0 of "
+        "--driver); COMMAND finds them in QPCONFORM_EXECUTORS (vm/host_engine.py)",
+    )
+
+
+def _sessions(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 8:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of sessions, 1 to 8")
+    return int(text)
 
 
 def _serial_port(text: str) -> tuple[str, Path]:

@@ -9,7 +9,12 @@
   cm_pair.py: two QPs of its own connected by it (the probe, the self-tests);
 - identity.py: the device's identity for reports (fw, driver, kernel, rdma-core);
 - inflight.py: the verb in progress (a timeout names it) and the time spent in verbs;
-- resources.py: every verbs object closed, newest first, also on errors and Ctrl-C.
+- resources.py: every verbs object closed, newest first, also on errors and Ctrl-C;
+- leaks.py: the kernel's object counts before and after a run (the plugin's check, and
+  the guest executor's at its end);
+- plain_loop.py: modify_qp calls/s on one QP, nothing checked (the device's ceiling);
+- executor.py, wire.py, remote_device.py: the device served by an executor in a guest
+  to an engine on the host (one round trip a step).
 
 Only these modules import pyverbs, and only when a device is used, so everything else
 stays importable on a host without an RDMA stack.

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from models.enums import Attr, QPType
-from qpconform.adapters import inflight, wire
+from qpconform.adapters import inflight, leaks, wire
 from qpconform.engine.device import Device, DeviceLost, QPHandle, UnsupportedQPType
 
 #: Requests that touch no QP: their reply reads nothing (`seen` is None). After every other
@@ -75,6 +75,7 @@ class Executor:
             "destroy": self.destroy,
             "watch": self.watch,
             "stats": self.stats,
+            "plain_loop": self.plain_loop,
             **(extra or {}),
         }
 
@@ -131,6 +132,13 @@ class Executor:
             else:
                 time.sleep(min(_WATCH_POLL, left))
             self.waited += time.monotonic() - started
+
+    def plain_loop(self, seconds: float) -> float:
+        """modify_qp calls/s on a context of its own (plain_loop.py): the ceiling a host
+        engine's throughput line puts its rate beside."""
+        from qpconform.adapters.plain_loop import modify_rate  # pyverbs: only when asked
+
+        return modify_rate(self.device.name, seconds, self.device.port)
 
     def stats(self) -> dict[str, float]:
         """Where the guest's time went so far (the benchmark's cost split), and what the
@@ -250,9 +258,26 @@ def main(
 ) -> int:
     """Serve one host session per port (the first here, each further one in a forked
     process: the host runs several engines at once, like pytest-xdist's workers); the worst
-    status of them all."""
+    status of them all. Then the leak check: the device's kernel object counts must be back
+    where they were before (every session's QPs and pooled sets freed): 1 if not."""
     args = arguments(prog).parse_args(argv)
     _cache_loggers()
+    before = leaks.snapshot(args.device)
+    status = _serve_ports(args, extra)
+    grown = leaks.check(args.device, before)
+    if before is None:
+        print("qpconform executor: leak check: counts unknown (no rdma tool)", file=sys.stderr)
+    elif grown:
+        print(f"qpconform executor: leak check: LEAKED {grown}", file=sys.stderr)
+        return 1
+    else:
+        print(f"qpconform executor: leak check: nothing leaked ({before})", file=sys.stderr)
+    return status
+
+
+def _serve_ports(
+    args: argparse.Namespace, extra: Callable[[Device], dict[str, Callable[..., Any]]] | None,
+) -> int:
     ports = args.port_name or [None]
     children = []
     for name in ports[1:]:

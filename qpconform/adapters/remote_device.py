@@ -259,6 +259,11 @@ class RemoteDevice:
     def valid_attrs(self, qp: RemoteQP) -> dict[str, int]:
         return dict(qp.valid)
 
+    def plain_loop(self, seconds: float) -> float:
+        """The executor's plain modify loop (calls/s) on the guest's device: the throughput
+        line's ceiling, measured where the device is."""
+        return float(self.call(["plain_loop", seconds], wait=seconds))
+
     def forget(self, qp: RemoteQP) -> None:
         self._qps.pop(qp.qid, None)
 

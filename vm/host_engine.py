@@ -1,0 +1,151 @@
+"""`qpconform vm --host-engine N -- COMMAND`: COMMAND runs on this host, the device in the
+guest behind N executor sessions (qpconform/adapters/executor.py), one per pytest process.
+
+    qpconform vm --host-engine 2 -- python -m pytest suites/test_stateful.py \\
+        suites/test_transitions.py --device rxe0 -n 2
+
+The model, the engine and Hypothesis run at native speed; each checked step is a round
+trip through a virtio-serial port (syzkaller's split of manager and executor, issue 25).
+COMMAND finds the sessions' sockets in QPCONFORM_EXECUTORS (the plugin's --executor) and
+starts as soon as QEMU listens on them, so its start overlaps the guest's boot. The guest
+powers off when every session has ended and the executor's leak check has run; a
+session COMMAND never opened is ended here, so the guest does not wait for it.
+
+Exit status: COMMAND's when it failed, else the guest's (a leak, a kernel crash, a
+timeout: vm/runner.py's statuses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from qpconform.adapters import wire
+from vm import runner
+from vm.executor_vm import port_names
+
+#: The environment variable the plugin reads the sockets from (fixtures/executor_session.py).
+ENV = "QPCONFORM_EXECUTORS"
+#: Seconds COMMAND may go on once the guest is gone (its sessions fail at once: it reports).
+AFTER_GUEST = 30.0
+#: Seconds to read the hello of a session COMMAND never opened, once it began to arrive.
+UNUSED_HELLO = 10.0
+
+
+class HostCommand:
+    """COMMAND on this host, started once QEMU listens on every socket."""
+
+    def __init__(self, command: list[str], sockets: list[Path]) -> None:
+        self.command, self.sockets = command, sockets
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.status: int | None = None
+        self.guest_gone = threading.Event()
+
+    def run(self) -> None:
+        """Wait for the sockets (or the guest's end), run COMMAND, end the unused sessions."""
+        while not all(p.exists() for p in self.sockets):
+            if self.guest_gone.wait(0.2):
+                return  # no boot (an image build failed, a bad option): runner said why
+        env = dict(os.environ, **{ENV: ",".join(str(p) for p in self.sockets)})
+        print(f"qpconform vm: running on this host against the guest's executor: "
+              f"{' '.join(self.command)}", file=sys.stderr, flush=True)
+        try:
+            self.proc = subprocess.Popen(self.command, env=env)
+        except OSError as exc:
+            print(f"qpconform vm: cannot run {self.command[0]!r} on this host: {exc}",
+                  file=sys.stderr)
+            self.status = runner.EXIT_INFRA
+        else:
+            self.status = self._wait()
+        end_unused_sessions(self.sockets, self.guest_gone)
+
+    def _wait(self) -> int:
+        """COMMAND's status; once the guest is gone, AFTER_GUEST s more, then it is stopped."""
+        assert self.proc is not None
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return self.proc.wait(0.5)
+            if self.guest_gone.is_set():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    return self.proc.wait(AFTER_GUEST)
+                print(f"qpconform vm: the guest is gone and COMMAND still runs after "
+                      f"{AFTER_GUEST:.0f} s: stopping it", file=sys.stderr)
+                self.stop()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # pytest closes its sessions, writes reports
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def end_unused_sessions(paths: list[Path], guest_gone: threading.Event) -> None:
+    """Say bye to each session COMMAND never opened (its executor waits for a host, up to
+    HOST_BOUND), so the guest powers off now. A used session has nobody left to answer:
+    its connection stays silent until the guest is gone."""
+    waiting: dict[int, socket.socket] = {}
+    for path in paths:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+        except OSError:  # QEMU is gone: nothing to end
+            sock.close()
+            continue
+        waiting[sock.fileno()] = sock
+    try:
+        while waiting and not guest_gone.is_set():
+            for fd in select.select(list(waiting), [], [], 0.5)[0]:
+                sock = waiting.pop(fd)
+                with contextlib.suppress(Exception):  # a hello, or the end of the stream
+                    wire.read_frame(fd, UNUSED_HELLO, "an unused executor session")
+                    wire.write_frame(fd, ["bye"])
+                sock.close()
+    finally:
+        for sock in waiting.values():
+            sock.close()
+
+
+def run(opts: runner.VmOptions, sessions: int, device: str) -> int:
+    """Boot the guest with `sessions` executor sessions serving `device`, run opts.command
+    here against them, and return the worse of the two statuses."""
+    tmp = Path(tempfile.mkdtemp(prefix="qpconform-host-engine-"))
+    names = port_names(sessions)
+    sockets = [tmp / f"executor.{i}.sock" for i in range(sessions)]
+    served = [arg for name in names for arg in ("--port-name", name)]
+    guest = dataclasses.replace(
+        opts,
+        command=["python3", "-m", "qpconform.adapters.executor", "--device", device, *served],
+        ports={**opts.ports, **dict(zip(names, sockets, strict=True))},
+    )
+    host = HostCommand(opts.command, sockets)
+    thread = threading.Thread(target=host.run, name="host-command", daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        guest_status = runner.run_or_report(guest)
+    finally:
+        host.guest_gone.set()
+        try:
+            thread.join()
+        except KeyboardInterrupt:
+            host.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    took = time.monotonic() - started
+    if host.status is None:
+        return guest_status
+    print(f"qpconform vm: COMMAND on this host exited with status {host.status}; the guest's "
+          f"executor with {guest_status} ({took:.0f} s in all)", file=sys.stderr)
+    return host.status or guest_status
