@@ -37,3 +37,38 @@ def read_junit(path: Path) -> JunitSummary:
                 out.failed.append((name, text[0][:200] if text else ""))
         out.passed += not bad
     return out
+
+
+def merge_junit(parts: list[Path], target: Path) -> int:
+    """One junit file of a run made of several pytest sessions (scripts/conformance.sh:
+    the lone-QP suites on the host, the pair suites in the guest): every part's test
+    suites under one <testsuites>; a missing part is left out. Returns the suites kept."""
+    merged = ET.Element("testsuites")
+    for part in parts:
+        if not part.is_file():
+            continue
+        root = ET.parse(part).getroot()
+        merged.extend([root] if root.tag == "testsuite" else list(root.iter("testsuite")))
+    ET.ElementTree(merged).write(target, encoding="utf-8", xml_declaration=True)
+    return len(merged)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m reports.junit MERGED PART [PART ...]: merge_junit, then remove the parts."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m reports.junit", description=merge_junit
+                                     .__doc__.split(":")[0])
+    parser.add_argument("merged", type=Path)
+    parser.add_argument("parts", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    kept = merge_junit(args.parts, args.merged)
+    for part in args.parts:
+        if part.resolve() != args.merged.resolve():
+            part.unlink(missing_ok=True)
+    print(f"qpconform: {args.merged}: {kept} test suite(s) of {len(args.parts)} part(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,6 +9,7 @@ run that cannot work is one usage line.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -31,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_suites(tmp_path: Path, socket_path: Path, *args: str, device: str = "fake0",
                profile: str = "ci") -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, QPCONFORM_OUT_DIR=str(tmp_path / "out"))
-    env.pop("QPCONFORM_EXECUTORS", None)
+    env = {k: v for k, v in os.environ.items()  # not this test's own xdist worker's name
+           if not k.startswith("PYTEST_XDIST") and k != "QPCONFORM_EXECUTORS"}
+    env["QPCONFORM_OUT_DIR"] = str(tmp_path / "out")
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args, "--device", device, "--executor",
          str(socket_path), "--hypothesis-profile", profile, "-p", "no:cacheprovider", "-q",
@@ -114,6 +116,61 @@ def test_the_executor_must_serve_the_named_device(tmp_path: Path, sock: Path) ->
     assert "serves fake0: give --device fake0" in result.stderr
 
 
+# -------------------------------------------------- one run in two parts (scripts/conformance.sh)
+def test_two_parts_of_one_run_make_one_report(tmp_path: Path, sock: Path) -> None:
+    """Two pytest sessions with the same QPCONFORM_RUN_ID (conformance.sh: the lone suites
+    on the host, then the pair suites inside): the second keeps the first's records and
+    its report is of both."""
+    os.environ["QPCONFORM_RUN_ID"] = "20261204T000000Z-abcdef"
+    try:
+        with listening(FakeDevice(), str(sock)):
+            first = run_suites(tmp_path, sock, "suites/test_transitions.py", "-k", "RC")
+        sock.unlink()
+        with listening(FakeDevice(), str(sock)):
+            second = run_suites(tmp_path, sock, "suites/test_attributes.py", "-k", "RC",
+                                "-n", "1")
+    finally:
+        del os.environ["QPCONFORM_RUN_ID"]
+    assert first.returncode == 0 and second.returncode == 0, second.stdout[-2000:]
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("run-*.json")) == [
+        "run-host-gw0.json", "run-host-main.json"]
+    steps = [int(re.search(r"; (\d+) steps;", r.stdout).group(1)) for r in (first, second)]
+    assert steps[1] > steps[0]  # the second part's report counts the first part's steps too
+
+
+def test_a_later_part_keeps_its_runs_records_and_drops_another_runs(tmp_path: Path) -> None:
+    from fixtures.verdict import start_fresh
+
+    def record(name: str, run_id: str) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"settings": {"run_id": run_id}}))
+        return path
+
+    ours, theirs = record("run-host-gw0.json", "A"), record("run-gw0.json", "B")
+    (tmp_path / "divergences.json").write_text("[]")
+    start_fresh(tmp_path, "A")
+    assert ours.exists() and not theirs.exists()
+    assert (tmp_path / "divergences.json").exists()  # the first part's divergences
+    start_fresh(tmp_path, "C")  # a part of a new run: nothing of A's is kept
+    assert not ours.exists() and not (tmp_path / "divergences.json").exists()
+
+
+def test_the_parts_junit_files_become_one(tmp_path: Path) -> None:
+    from reports.junit import main, read_junit
+
+    for name, case in (("host", "test_transitions"), ("guest", "test_srq")):
+        (tmp_path / f"junit-{name}.xml").write_text(
+            f'<testsuites><testsuite name="pytest" tests="1" time="2.0">'
+            f'<testcase name="{case}"/></testsuite></testsuites>')
+    merged = tmp_path / "junit.xml"
+    assert main([str(merged), str(tmp_path / "junit-host.xml"),
+                 str(tmp_path / "junit-guest.xml")]) == 0
+    summary = read_junit(merged)
+    assert summary.passed == 2 and summary.seconds == 4.0
+    assert not (tmp_path / "junit-host.xml").exists()
+
+
 # ------------------------------------------------------------------ qpconform vm --host-engine
 @pytest.fixture
 def silent_and_waiting(tmp_path: Path) -> Iterator[tuple[Path, Path, list[object]]]:
@@ -138,6 +195,7 @@ def silent_and_waiting(tmp_path: Path) -> Iterator[tuple[Path, Path, list[object
         time.sleep(0.5)  # a guest still booting
         wire.write_frame(conn.fileno(), ["ok", {"name": "rxe0"}, None])
         said.append(wire.read_frame(conn.fileno(), 5.0))
+        wire.write_frame(conn.fileno(), ["ok", None, None])  # the executor's answer to bye
         conn.close()
 
     threads = [threading.Thread(target=f, daemon=True) for f in (silent, waiting)]
@@ -186,3 +244,18 @@ class HostCommandProbe:
     def __init__(self, sockets: list[Path], seen: Path) -> None:
         script = f"import os; open({str(seen)!r}, 'w').write(os.environ['{host_engine.ENV}'])"
         self.host = host_engine.HostCommand([sys.executable, "-c", script], sockets)
+
+
+def test_a_reply_nobody_takes_ends_the_session_instead_of_blocking() -> None:
+    """The guest's write to a port whose host end closed blocks for ever: bounded, it
+    ends the session (the guest powers off) instead of hanging the run."""
+    from qpconform.adapters import executor
+
+    guest, host = socket.socketpair()
+    with guest, host:
+        started = time.monotonic()
+        with pytest.raises(wire.WireTimeout):  # the host does not read: the bound
+            wire.write_frame(guest.fileno(), ["ok", "x" * (8 << 20), None], 0.5)
+        assert time.monotonic() - started < 5
+        host.close()
+        assert executor.send(guest.fileno(), ["ok", None, None]) is False  # the host left

@@ -40,7 +40,7 @@ def test_the_lone_suites_run_on_the_host_against_the_guests_rxe0() -> None:
     assert result.returncode == 0, text[-2000:]
     assert "qpconform verdict for rxe0: CONFORMANT" in text
     assert "qpconform executor: leak check: nothing leaked" in text  # in the guest, at its end
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("run-gw*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("run-host-gw*.json"))]
     sessions = sorted(r["identity"]["executor"].rsplit("/", 1)[1] for r in records)
     assert sessions == ["executor.0.sock", "executor.1.sock"]  # a session per worker
     assert all(r["identity"]["kernel"].startswith("6.") for r in records)  # the guest's

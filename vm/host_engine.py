@@ -112,6 +112,9 @@ def end_unused_sessions(paths: list[Path], guest_gone: threading.Event) -> None:
                 with contextlib.suppress(Exception):  # a hello, or the end of the stream
                     wire.read_frame(fd, UNUSED_HELLO, "an unused executor session")
                     wire.write_frame(fd, ["bye"])
+                    # its answer, read before closing: the guest's reply to a host end
+                    # that closed would have to wait (the executor's REPLY_BOUND)
+                    wire.read_frame(fd, UNUSED_HELLO, "an unused executor session")
                 sock.close()
     finally:
         for sock in waiting.values():

@@ -51,6 +51,8 @@ _WATCH_POLL = 0.002
 #: Seconds a port's executor waits for the host to connect before it gives up (the host
 #: connects its sessions when it starts, or when its benchmark or worker reaches them).
 HOST_BOUND = 600.0
+#: Seconds a reply may wait for the host to take it (a host end that closed: at once).
+REPLY_BOUND = 60.0
 
 
 class Executor:
@@ -209,17 +211,28 @@ class Executor:
                 except DeviceLost:
                     return  # the host closed: nothing to answer
                 if request[0] == "bye":
-                    wire.write_frame(fd_out, ["ok", None, None])
+                    send(fd_out, ["ok", None, None])
                     return
                 start = time.perf_counter()
                 reply = self.handle(request)
                 self.busy += time.perf_counter() - start
-                wire.write_frame(fd_out, reply)
+                if not send(fd_out, reply):
+                    return  # the host went away: nobody to answer
         finally:
             for qp in self.qps.values():
                 qp.destroy()
             self.qps.clear()
             self.device.close()
+
+
+def send(fd_out: int, frame: list[Any]) -> bool:
+    """Write a reply; False when the host went away (its end of the port closed): the
+    session ends instead of blocking the write, and the guest, for ever."""
+    try:
+        wire.write_frame(fd_out, frame, REPLY_BOUND, "host")
+    except (DeviceLost, OSError):  # a socket's closed peer: EPIPE
+        return False
+    return True
 
 
 def _event_fd(qp: QPHandle) -> int | None:
@@ -332,7 +345,11 @@ def serve_session(
         wire.write_frame(fd_out, ["err", "lost", f"{device_name}: {exc}"])
         return 1
     hello["startup_s"] = round(time.monotonic() - started, 3)
-    wire.write_frame(fd_out, ["ok", hello, None])
+    if not send(fd_out, ["ok", hello, None]):
+        print(f"qpconform executor: the host left port {port_name!r} before the hello",
+              file=sys.stderr)
+        device.close()
+        return 1
     executor.serve(fd_in, fd_out)
     return 0
 

@@ -26,6 +26,8 @@ from qpconform.engine.device import AsyncEvent, Completion, DeviceLost, QueryRes
 _HEADER = struct.Struct(">I")
 #: A frame larger than this is garbage from a broken peer, not a reply.
 MAX_FRAME = 64 << 20
+#: Bytes a bounded write hands the kernel at a time (a step's reply is smaller).
+_BOUNDED_WRITE = 4096
 
 
 class WireTimeout(DeviceLost):
@@ -38,12 +40,34 @@ def pack(obj: Any) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def write_frame(fd: int, obj: Any) -> None:
-    """Write one frame to a blocking fd (a socket's, or a virtio-serial port's)."""
+def write_frame(fd: int, obj: Any, timeout: float | None = None, what: str = "host") -> None:
+    """Write one frame to a blocking fd (a socket's, or a virtio-serial port's). With a
+    `timeout`, a peer that is gone or does not read raises DeviceLost instead of blocking
+    forever: a virtio-serial port whose host end closed blocks every write (and says
+    POLLHUP)."""
     data = memoryview(pack(obj))
+    deadline = None if timeout is None else time.monotonic() + timeout
     while data:
-        sent = os.write(fd, data)
+        if deadline is None:
+            sent = os.write(fd, data)
+        else:  # writable: room for a small write at least, so this one cannot block
+            _await_writable(fd, deadline, what)
+            sent = os.write(fd, data[:_BOUNDED_WRITE])
         data = data[sent:]
+
+
+def _await_writable(fd: int, deadline: float, what: str) -> None:
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WireTimeout(f"{what}: does not take the reply")
+        for _, flags in poller.poll(1000 * left):
+            if flags & select.POLLOUT:
+                return
+            if flags & (select.POLLHUP | select.POLLERR):
+                raise DeviceLost(f"{what}: the other end closed the connection")
 
 
 def _read_exact(fd: int, n: int, deadline: float | None, what: str) -> bytes:
