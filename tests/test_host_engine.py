@@ -63,6 +63,9 @@ def test_the_lone_suites_run_here_and_the_pair_suites_skip_saying_why(
     assert steps > 100, out[-2000:]
     assert "checked steps/s" in out  # the throughput line, its plain loop from the executor
     assert device.live == []  # every QP destroyed through the session
+    identity = json.loads((tmp_path / "out" / "run-host-main.json").read_text())["identity"]
+    assert identity["engine"] == "on the host, the device behind an executor"  # no path
+    assert identity["device"] == "fake0"
 
 
 def test_a_planted_fault_fails_with_its_rule_and_is_no_lost_device(

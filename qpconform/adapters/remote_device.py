@@ -36,6 +36,8 @@ from qpconform.engine.device import (
     VerbResult,
 )
 
+#: The identity's "engine" entry of a run whose engine is here and device in a guest.
+ENGINE = "on the host, the device behind an executor"
 #: Seconds a verb may take in the guest before the executor counts as gone (TCG is slow,
 #: and a busy host slower: generous; a wait for events adds its own timeout).
 VERB_BOUND = 60.0
@@ -236,7 +238,8 @@ class RemoteDevice:
 
     def identity(self) -> dict[str, str]:
         found = dict(self._identity)
-        found["executor"] = self.channel.label
+        # stable across runs (no socket path): `report --compare` and `--same` diff identities
+        found["engine"] = ENGINE
         return found
 
     def supported_qp_types(self) -> list[QPType]:
