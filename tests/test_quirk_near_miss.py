@@ -10,6 +10,7 @@ which the profile must NOT hide: the run fails with an unknown divergence.
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -496,3 +497,38 @@ def test_a_second_sq_drained_seen_after_the_qp_left_sqd_belongs_to_the_sqd_to_sq
     with pytest.raises(DivergenceError) as caught:
         Lone("sq_drained_twice", K612, then(drain(True), to(S.RTS))).run()
     assert caught.value.record.known_quirk is None
+
+
+def test_a_drain_event_after_an_sqd_to_sqd_accepted_under_another_quirk_is_known() -> None:
+    """Found by the host engine's lone machine on trixie (stop 39): SQD->SQD with an out-of-
+    range P_Key index, refused by the model and accepted by rxe (rxe.attr_ranges_unchecked),
+    is still an SQD->SQD: the SQ_DRAINED it raises on 6.12 is
+    rxe.sqd_to_sqd_raises_sq_drained_again, not an unknown second drain event; on 6.1 (no
+    such quirk) the same event stays unknown."""
+
+    def out_of_range_sqd_to_sqd(qp: CheckedQP) -> None:
+        attrs, mask = qp.transition_attrs(S.SQD)
+        qp.modify({**attrs, "pkey_index": 1}, mask | Attr.PKEY_INDEX)
+
+    def run(kernel: str) -> list[Divergence]:
+        # delivered after the SQD->SQD's event window, at a later step, as in the VM
+        device = FakeDevice(["accept_out_of_range", "sq_drained_on_sqd_to_sqd"],
+                            kernel=kernel, delay=0.1)
+        checker = Checker(device, quirks=rxe_quirks(kernel), sink=DivergenceList(),
+                          settle_window=0.2, must_wait=1.0, event_window=0.01)
+        try:
+            qp = checker.open_qp(QPType.UD)
+            drain(True)(qp)
+            out_of_range_sqd_to_sqd(qp)
+            qp.modify({"qp_state": int(S.INIT)}, Attr.STATE)  # refused: SQD->INIT is none
+            time.sleep(0.2)  # the event is there when the settle step reads it
+            checker.settle(0.3)
+        finally:
+            checker.close()
+        return checker.known
+
+    known = {d.known_quirk for d in run(K612)}
+    assert {"rxe.attr_ranges_unchecked", "rxe.sqd_to_sqd_raises_sq_drained_again"} <= known
+    with pytest.raises(DivergenceError) as caught:
+        run(K61)
+    assert caught.value.record.rule_id == "ibta.sqd.drained_event.once"

@@ -576,8 +576,11 @@ class Engine:
         because = track.forbidden_now().get(event)
         if drained:
             rule = _drained_rule(track)
-            origin = because.origin if because is not None else track.last()
             entered = track.last_into(QPState.SQD)
+            # nothing booked: the newest move into SQD made it (an SQD->SQD the model refused
+            # but the device accepted under a known quirk books nothing, yet is that move)
+            origin = because.origin if because is not None else (
+                entered if entered is not None else track.last())
             if track.model.state != QPState.SQD and entered is not None:
                 origin = entered  # seen after the QP left SQD: the newest drain's event
         elif because is None:
