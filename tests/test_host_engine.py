@@ -90,26 +90,20 @@ def test_the_stateful_machine_shrinks_through_the_executor(tmp_path: Path, sock:
     assert verbs <= 3, out[-3000:]
 
 
-def test_no_socket_is_a_usage_error(tmp_path: Path, sock: Path) -> None:
-    result = run_suites(tmp_path, sock, "suites/test_stateful.py")
+@pytest.mark.parametrize(("socket_there", "args", "says"), [
+    (False, (), ["no executor socket at {sock}", "qpconform vm --host-engine"]),
+    (True, ("-n", "2"), ["1 executor session(s) for -n 2", "--host-engine 2"]),
+    (True, ("--peer-device", "rxe1"), ["--peer-device with --executor"]),
+], ids=["no-socket", "one-session-for-two-workers", "peer-device"])
+def test_a_run_that_cannot_work_is_one_usage_error(
+    tmp_path: Path, sock: Path, socket_there: bool, args: tuple[str, ...], says: list[str]
+) -> None:
+    if socket_there:
+        sock.touch()
+    result = run_suites(tmp_path, sock, "suites/test_stateful.py", *args)
     assert result.returncode == 4
-    assert f"no executor socket at {sock}" in result.stderr
-    assert "qpconform vm --host-engine" in result.stderr
-
-
-def test_one_session_per_process_or_a_usage_error(tmp_path: Path, sock: Path) -> None:
-    sock.touch()
-    result = run_suites(tmp_path, sock, "suites/test_stateful.py", "-n", "2")
-    assert result.returncode == 4
-    assert "1 executor session(s) for -n 2" in result.stderr
-    assert "--host-engine 2" in result.stderr
-
-
-def test_a_peer_device_cannot_cross_the_wire(tmp_path: Path, sock: Path) -> None:
-    sock.touch()
-    result = run_suites(tmp_path, sock, "suites/test_stateful.py", "--peer-device", "rxe1")
-    assert result.returncode == 4
-    assert "--peer-device with --executor" in result.stderr
+    for text in says:
+        assert text.format(sock=sock) in result.stderr
 
 
 def test_the_executor_must_serve_the_named_device(tmp_path: Path, sock: Path) -> None:

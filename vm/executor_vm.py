@@ -15,10 +15,24 @@ import sys
 import tempfile
 from pathlib import Path
 
+#: The environment variable naming the sessions' sockets to a host COMMAND (`qpconform vm
+#: --host-engine`, vm/host_engine.py); the plugin reads it (fixtures/executor_session.py).
+EXECUTORS_ENV = "QPCONFORM_EXECUTORS"
+
 
 def port_names(sessions: int) -> list[str]:
     """The guest's port names for `sessions` host sessions: qpconform.0, qpconform.1, ..."""
     return [f"qpconform.{i}" for i in range(sessions)]
+
+
+def session_ports(folder: Path, sessions: int) -> dict[str, Path]:
+    """Each session's guest port name and host unix socket (in `folder`)."""
+    return {name: folder / f"executor.{i}.sock" for i, name in enumerate(port_names(sessions))}
+
+
+def served(ports: dict[str, Path]) -> list[str]:
+    """The executor's options that serve these ports (one --port-name each)."""
+    return [arg for name in ports for arg in ("--port-name", name)]
 
 
 class ExecutorVM:
@@ -29,14 +43,13 @@ class ExecutorVM:
     def __init__(self, release: str, command: list[str], driver: str = "rxe",
                  timeout: float = 3600.0, sessions: int = 1) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="qpconform-exec-"))
-        names = port_names(sessions)
-        self.sockets = [self.tmp / f"executor.{i}.sock" for i in range(sessions)]
-        ports = [arg for name, sock in zip(names, self.sockets, strict=True)
-                 for arg in ("--serial-port", f"{name}={sock}")]
-        served = [arg for name in names for arg in ("--port-name", name)]
+        ports = session_ports(self.tmp, sessions)
+        self.sockets = list(ports.values())
+        serial = [arg for name, sock in ports.items()
+                  for arg in ("--serial-port", f"{name}={sock}")]
         argv = [sys.executable, "-m", "qpconform", "vm", "--release", release,
-                "--driver", driver, "--timeout", str(timeout), *ports,
-                "--", *command, *served]
+                "--driver", driver, "--timeout", str(timeout), *serial,
+                "--", *command, *served(ports)]
         # its own session: a Ctrl-C here reaches it through stop(), not twice
         self.proc = subprocess.Popen(argv, start_new_session=True)
 

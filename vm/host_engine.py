@@ -33,10 +33,9 @@ from pathlib import Path
 
 from qpconform.adapters import wire
 from vm import runner
-from vm.executor_vm import port_names
+from vm.executor_vm import EXECUTORS_ENV as ENV
+from vm.executor_vm import served, session_ports
 
-#: The environment variable the plugin reads the sockets from (fixtures/executor_session.py).
-ENV = "QPCONFORM_EXECUTORS"
 #: Seconds COMMAND may go on once the guest is gone (its sessions fail at once: it reports).
 AFTER_GUEST = 30.0
 #: Seconds to read the hello of a session COMMAND never opened, once it began to arrive.
@@ -125,15 +124,14 @@ def run(opts: runner.VmOptions, sessions: int, device: str) -> int:
     """Boot the guest with `sessions` executor sessions serving `device`, run opts.command
     here against them, and return the worse of the two statuses."""
     tmp = Path(tempfile.mkdtemp(prefix="qpconform-host-engine-"))
-    names = port_names(sessions)
-    sockets = [tmp / f"executor.{i}.sock" for i in range(sessions)]
-    served = [arg for name in names for arg in ("--port-name", name)]
+    ports = session_ports(tmp, sessions)
     guest = dataclasses.replace(
         opts,
-        command=["python3", "-m", "qpconform.adapters.executor", "--device", device, *served],
-        ports={**opts.ports, **dict(zip(names, sockets, strict=True))},
+        command=["python3", "-m", "qpconform.adapters.executor", "--device", device,
+                 *served(ports)],
+        ports={**opts.ports, **ports},
     )
-    host = HostCommand(opts.command, sockets)
+    host = HostCommand(opts.command, list(ports.values()))
     thread = threading.Thread(target=host.run, name="host-command", daemon=True)
     thread.start()
     started = time.monotonic()
