@@ -186,6 +186,10 @@ def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
                         help="skip gating the unmodified rebuild (when the stock driver is "
                         "gated anyway, as in CI); every quirk a mutant matches then counts as "
                         "its own, so a survivor may read known-only")
+    parser.add_argument("--in-guest", action="store_true",
+                        help="run the whole suite inside the guest (default: the lone-QP "
+                        "suites with their engine on this host first, then the pair suites "
+                        "inside only if they passed; a PYTEST_ARGS selection always runs inside)")
     parser.add_argument("--output", type=Path, default=Path("reports/out/mutants.json"))
     parser.set_defaults(func=_cmd_mutants)
 
@@ -203,6 +207,7 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         stop_at_first=not args.all_tests,
         baseline=not args.no_baseline,
+        host_engine=not args.in_guest,
     )
     return run.main(plan, args.output)
 

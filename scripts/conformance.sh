@@ -11,8 +11,17 @@
 # Extra pytest options go to both parts.
 # QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1);
 # QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
+# QPCONFORM_DRIVER=siw runs against Soft-iWARP siw0 (built out of tree; pairs span siw0 -> siw1,
+# connected through rdma_cm) instead of rxe0, in one part inside the guest: its lone-QP suites
+# take 8 of 168 s there (iWARP QPs are RC only), so a second boot would cost more than it saves.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+driver="${QPCONFORM_DRIVER:-rxe}"  # the VM's device, when this host has none
+case "$driver" in
+    rxe) vm_device=rxe0; vm_devices=(--device rxe0); host_engine=1 ;;  # pairs on rxe0 alone
+    siw) vm_device=siw0; vm_devices=(--device siw0 --peer-device siw1); host_engine=0 ;;
+    *) echo "qpconform: QPCONFORM_DRIVER=$driver is not one of: rxe, siw" >&2; exit 2 ;;
+esac
 . scripts/bootstrap.sh
 qpconform_bootstrap || exit 1
 
@@ -58,14 +67,14 @@ run_in_two_parts() {
     if [ "$workers" -ge 2 ]; then sessions=$workers; xdist=(-n "$workers"); fi
     export QPCONFORM_RUN_ID
     QPCONFORM_RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' ')"
-    echo "qpconform: part 1 of 2: the lone-QP suites, engine on this host, rxe0 in the VM (each part's verdict line covers its own suites; the run's comes at the end)"
+    echo "qpconform: part 1 of 2: the lone-QP suites, engine on this host, $vm_device in the VM (each part's verdict line covers its own suites; the run's comes at the end)"
     qpconform vm "${vm_args[@]}" --log-dir "$out/host-engine" --host-engine "$sessions" -- \
-        python -m pytest --device rxe0 "${lone_suites[@]}" "${common[@]}" "${xdist[@]}" \
+        python -m pytest --device "$vm_device" "${lone_suites[@]}" "${common[@]}" "${xdist[@]}" \
         --junitxml "$out/junit-host.xml"
     local host_status=$?
     echo "qpconform: part 2 of 2: the pair suites inside the VM"
     qpconform vm "${vm_args[@]}" --env "QPCONFORM_RUN_ID=$QPCONFORM_RUN_ID" -- \
-        python3 -m pytest --device rxe0 "${pair_suites[@]}" "${common[@]}" "${xdist[@]}" \
+        python3 -m pytest "${vm_devices[@]}" "${pair_suites[@]}" "${common[@]}" "${xdist[@]}" \
         --junitxml "$out/junit-guest.xml"
     local guest_status=$?
     python -m reports.junit "$out/junit.xml" "$out/junit-host.xml" "$out/junit-guest.xml"
@@ -78,16 +87,17 @@ if [ -n "$device" ]; then
     python -m pytest --device "$device" "${suite_args[@]}"
     status=$?
 else
-    echo "qpconform: no RDMA device on this host: running against SoftRoCE rxe0 in a VM"
+    echo "qpconform: no RDMA device on this host: running against $vm_device in a VM"
     if ! command -v qemu-system-x86_64 >/dev/null || ! command -v mmdebstrap >/dev/null; then
         if [ "$(id -u)" -eq 0 ]; then
             qpconform vm --install-deps || exit 1
         fi
     fi
-    vm_args=(--release "${QPCONFORM_RELEASE:-bookworm}" --timeout "${QPCONFORM_VM_TIMEOUT:-2400}")
+    vm_args=(--release "${QPCONFORM_RELEASE:-bookworm}" --driver "$driver"
+             --timeout "${QPCONFORM_VM_TIMEOUT:-2400}")
     # workers of your own (-n, -p no:xdist): one part, inside, as you gave them
-    if [ "${QPCONFORM_HOST_ENGINE:-1}" = 0 ] || [ -n "$user_xdist" ]; then
-        qpconform vm "${vm_args[@]}" -- python3 -m pytest --device rxe0 "${suite_args[@]}"
+    if [ "${QPCONFORM_HOST_ENGINE:-$host_engine}" = 0 ] || [ -n "$user_xdist" ]; then
+        qpconform vm "${vm_args[@]}" -- python3 -m pytest "${vm_devices[@]}" "${suite_args[@]}"
         status=$?
     else
         run_in_two_parts "$@"

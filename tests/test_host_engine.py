@@ -256,3 +256,25 @@ def test_a_reply_nobody_takes_ends_the_session_instead_of_blocking() -> None:
         assert time.monotonic() - started < 5
         host.close()
         assert executor.send(guest.fileno(), ["ok", None, None]) is False  # the host left
+
+
+def test_lone_and_pair_suites_are_all_of_suites_and_the_main_command_names_the_same() -> None:
+    """A suite added to suites/ must go to one part, or the two-part runs (the main
+    command, the mutant gate) would never run it."""
+    shipped = {f"suites/{p.name}" for p in (ROOT / "suites").glob("test_*.py")}
+    lone, pair = set(host_engine.LONE_SUITES), set(host_engine.PAIR_SUITES)
+    assert lone | pair == shipped and not lone & pair
+    script = (ROOT / "scripts" / "conformance.sh").read_text()
+    for name, suites in (("lone_suites", host_engine.LONE_SUITES),
+                         ("pair_suites", host_engine.PAIR_SUITES)):
+        listed = re.search(rf"{name}=\(([^)]*)\)", script)
+        assert listed, f"scripts/conformance.sh no longer names {name}"
+        assert tuple(listed.group(1).split()) == suites, name
+
+
+def test_the_main_command_names_the_drivers_it_can_run_in_the_vm() -> None:
+    result = subprocess.run(["bash", "scripts/conformance.sh"], cwd=ROOT, text=True,
+                            capture_output=True, env=dict(os.environ, QPCONFORM_DRIVER="mlx5"),
+                            timeout=30)
+    assert result.returncode == 2
+    assert "QPCONFORM_DRIVER=mlx5 is not one of: rxe, siw" in result.stderr

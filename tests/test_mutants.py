@@ -265,3 +265,76 @@ def test_score_counts_neither_baseline_nor_errors_and_table_shows_each_mutant(tm
     assert "| m1 | query | k | detected | `b`, `r1` | 3 |" in table
     assert "| m2 | - | k | survived |" in table
     assert "bookworm: 1/2 detected (50%)" in table
+
+
+def _parts_of(cmd: list[str]) -> tuple[list[str], list[str]]:
+    at = cmd.index("--")
+    return cmd[:at], cmd[at + 1:]
+
+
+def test_gate_lone_part_runs_the_lone_suites_here_against_the_guest(tmp_path):
+    """The host engine's part: this host's pytest on the lone-QP suites, one executor
+    session per worker, the first device alone (a pair never crosses the wire), its logs
+    and junit file apart from the guest part's."""
+    out, ko = tmp_path / "out", tmp_path / "siw.ko"
+    vm, host = _parts_of(run.gate_command(run.Plan(driver="siw"), "bookworm", ko, out, "lone"))
+    assert vm[vm.index("--host-engine") + 1] == "2"
+    assert vm[vm.index("--module") + 1] == str(ko)
+    assert vm[vm.index("--log-dir") + 1] == str(out / "host-engine")
+    assert host[:3] == [run.sys.executable, "-m", "pytest"]
+    assert tuple(host[3:3 + len(run.LONE_SUITES)]) == run.LONE_SUITES
+    assert host[host.index("--device") + 1] == "siw0" and "--peer-device" not in host
+    assert f"--junitxml={out / 'junit-host.xml'}" in host and "--maxfail=1" in host
+
+
+def test_gate_pair_part_runs_the_pair_suites_inside_as_the_same_run(tmp_path):
+    out = tmp_path / "out"
+    vm, guest = _parts_of(run.gate_command(run.Plan(), "bookworm", tmp_path / "k.ko", out,
+                                           "pair", "RUN-1"))
+    assert "--host-engine" not in vm
+    assert "QPCONFORM_RUN_ID=RUN-1" in vm and f"QPCONFORM_OUT_DIR={out}" in vm
+    assert guest[:3] == ["python3", "-m", "pytest"]
+    assert tuple(guest[3:3 + len(run.PAIR_SUITES)]) == run.PAIR_SUITES
+    assert f"--junitxml={out / 'junit-guest.xml'}" in guest
+
+
+JUNIT = '<testsuite name="{name}" time="2.0"><testcase classname="{name}" name="t"/></testsuite>'
+
+
+@pytest.mark.parametrize(
+    ("plan", "lone_status", "parts"),
+    [
+        (run.Plan(), 1, ["lone"]),  # caught by the lone suites: no second boot
+        (run.Plan(), 0, ["lone", "pair"]),
+        (run.Plan(stop_at_first=False), 1, ["lone", "pair"]),  # --all-tests runs both
+        (run.Plan(host_engine=False), 0, ["all"]),  # --in-guest
+        (run.Plan(pytest_args=("suites/test_srq.py",)), 0, ["all"]),  # a selection of yours
+    ],
+)
+def test_gate_runs_the_pair_part_only_when_it_can_matter(tmp_path, monkeypatch, plan,
+                                                         lone_status, parts):
+    plan.out_root = tmp_path
+    ran: list[tuple[str, str]] = []
+
+    def fake_part(plan, release, ko, out_dir, part, run_id):
+        ran.append((part, run_id))
+        name = {"lone": "junit-host.xml", "pair": "junit-guest.xml"}.get(part, "junit.xml")
+        (out_dir / name).write_text(JUNIT.format(name=part))
+        return lone_status if part == "lone" else 0
+
+    monkeypatch.setattr(run, "_run_part", fake_part)
+    status, _, out_dir = run.gate(plan, "bookworm", "m1", tmp_path / "k.ko")
+    assert [part for part, _ in ran] == parts
+    assert len({run_id for _, run_id in ran}) == 1 and "m1" in ran[0][1]  # one run
+    assert status == (lone_status if parts[0] == "lone" else 0)
+    suites = run.read_junit(out_dir / "junit.xml")
+    assert suites.passed == len(parts)  # the parts' junit files merged into the gate's
+
+
+def test_cli_in_guest_reaches_the_plan(monkeypatch):
+    seen: list[run.Plan] = []
+    monkeypatch.setattr(run, "main", lambda plan, output: seen.append(plan) or 0)
+    assert cli.main(["mutants", "--ci-sample"]) == 0
+    assert cli.main(["mutants", "--ci-sample", "--in-guest"]) == 0
+    assert cli.main(["mutants", "--driver", "siw"]) == 0  # its lone suites are 5% of its run
+    assert [plan.uses_host_engine for plan in seen] == [True, False, False]

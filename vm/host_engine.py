@@ -36,6 +36,15 @@ from vm import runner
 from vm.executor_vm import EXECUTORS_ENV as ENV
 from vm.executor_vm import served, session_ports
 
+#: The suites whose tests each drive lone QPs, run with their engine on this host, and the
+#: ones whose tests need a pair of QPs in one process, run inside the guest: together all of
+#: suites/ (scripts/conformance.sh names the same; tests/test_host_engine.py checks both).
+LONE_SUITES = ("suites/test_transitions.py", "suites/test_attributes.py",
+               "suites/test_post_rules.py", "suites/test_stateful.py")
+PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
+               "suites/test_operations.py", "suites/test_srq.py", "suites/test_shared_cq.py",
+               "suites/test_traffic_stateful.py")
+
 #: Seconds COMMAND may go on once the guest is gone (its sessions fail at once: it reports).
 AFTER_GUEST = 30.0
 #: Seconds to read the hello of a session COMMAND never opened, once it began to arrive.
