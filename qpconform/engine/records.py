@@ -101,6 +101,8 @@ class Divergence:
             lines.append(f"  test     : {self.test}")
         if self.context.get("after_end"):  # found in a parked pair (qpconform/engine/park.py)
             lines.append(f"  note     : {self.context['after_end']}")
+        if self.context.get("not_shrunk"):  # its example could not be replayed
+            lines.append(f"  note     : {self.context['not_shrunk']}")
         lines.append(f"  steps ({self.verb_steps} verbs):")
         lines.extend(f"    {i:2d}. {describe_step(s)}" for i, s in enumerate(self.steps, 1))
         if self.reproducer:
@@ -148,10 +150,15 @@ class DivergenceList:
     def __init__(self, only_known: bool = False) -> None:
         self.items: list[Divergence] = []
         self.only_known = only_known
+        #: the first unknown one, kept even when only known ones are: the record of a
+        #: divergence whose example Hypothesis could not replay
+        self.first_unknown: Divergence | None = None
 
     def add(self, d: Divergence) -> None:
         if d.known_quirk or not self.only_known:
             self.items.append(d)
+        if not d.known_quirk and self.first_unknown is None:
+            self.first_unknown = d
 
     def distinct(self) -> list[Divergence]:
         """One record per (QP type, verb, rule, state, kind), the shortest step list kept."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -385,6 +385,25 @@ NOT_REPEATED = (
 )
 
 
+#: Why a divergence met before Hypothesis' replay of its example drew other steps was not
+#: shrunk (FlakyStrategyDefinition: the device answered the replay differently).
+NOT_REPLAYED = (
+    "found, then Hypothesis could not replay its example (the replay drew other steps: "
+    "{error}): this is the record as it was met, not shrunk"
+)
+
+
+def _unreplayed(exc: Flaky, sink: DivergenceList) -> DivergenceError | None:
+    """The divergence a Flaky ending of the run hides: the one inside it, else the first
+    unknown one the run met (None: it met none, and the Flaky error is the failure)."""
+    found = _divergence_in(exc) if isinstance(exc, BaseExceptionGroup) else None
+    if found is None and sink.first_unknown is not None:
+        found = DivergenceError(sink.first_unknown)
+    if found is not None and not found.record.context.get("after_end"):
+        found.record.context["not_shrunk"] = NOT_REPLAYED.format(error=type(exc).__name__)
+    return found
+
+
 def _divergence_in(group: BaseExceptionGroup) -> DivergenceError | None:
     """The first DivergenceError inside a (nested) exception group."""
     for exc in group.exceptions:
@@ -485,6 +504,13 @@ def run_machine(
         if keep is not None:
             keep(exc.record, True)
         raise
+    except Flaky as exc:  # a divergence met, then a replay that went elsewhere
+        found = _unreplayed(exc, sink)
+        if found is None:
+            raise
+        if keep is not None:
+            keep(found.record, True)
+        raise found from exc
     finally:
         known = sink.distinct()
         for d in known if keep is not None else ():
