@@ -27,7 +27,8 @@ from pathlib import Path
 from vm import image, prereqs, stoppable
 from vm.drivers import DriverError, DriverSpec
 
-BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "xz-utils")
+#: libibverbs-dev: vm/verbs_cost.c, the C side of the executor-language measurement
+BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "xz-utils", "libibverbs-dev")
 RECIPE_VERSION = 1
 
 
