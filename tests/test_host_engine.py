@@ -138,16 +138,19 @@ def test_two_parts_of_one_run_make_one_report(tmp_path: Path, sock: Path) -> Non
 
 def test_a_later_part_keeps_its_runs_records_and_drops_another_runs(tmp_path: Path) -> None:
     from fixtures.verdict import start_fresh
+    from reports.run_record import KIND, SCHEMA
 
-    def record(name: str, run_id: str) -> Path:
+    def record(name: str, run_id: str, kind: str = KIND) -> Path:
         path = tmp_path / name
-        path.write_text(json.dumps({"settings": {"run_id": run_id}}))
+        path.write_text(json.dumps({"kind": kind, "schema": SCHEMA,
+                                    "settings": {"run_id": run_id}}))
         return path
 
     ours, theirs = record("run-host-gw0.json", "A"), record("run-gw0.json", "B")
+    stranger = record("run-gw1.json", "A", kind="something else")  # no run record: it goes
     (tmp_path / "divergences.json").write_text("[]")
     start_fresh(tmp_path, "A")
-    assert ours.exists() and not theirs.exists()
+    assert ours.exists() and not theirs.exists() and not stranger.exists()
     assert (tmp_path / "divergences.json").exists()  # the first part's divergences
     start_fresh(tmp_path, "C")  # a part of a new run: nothing of A's is kept
     assert not ours.exists() and not (tmp_path / "divergences.json").exists()
