@@ -33,10 +33,15 @@ def _cmd_vm(args: argparse.Namespace) -> int:
     if args.install_deps:
         return prereqs.install_deps()
     options = cli_args.options_from_args(args, args.command)
+    if args.then_in_guest and not args.host_engine:
+        print("qpconform vm: --then-in-guest goes with --host-engine N (without it, COMMAND "
+              "itself runs in the guest)", file=sys.stderr)
+        return 2
     if args.host_engine:
         from vm import host_engine
 
-        return host_engine.run(options, args.host_engine, f"{args.driver}0")
+        return host_engine.run(options, args.host_engine, f"{args.driver}0",
+                               then_in_guest=args.then_in_guest or "")
     return runner.run_or_report(options)
 
 

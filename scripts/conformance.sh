@@ -5,9 +5,10 @@
 #
 # With --device (or a device in /sys/class/infiniband) the suites run on this host.
 # Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use,
-# in two parts of one run (one report): the lone-QP suites with their engine on this host and
-# the device behind the guest's executor (qpconform vm --host-engine: 3.4x faster under TCG),
-# then the pair suites inside the guest; QPCONFORM_HOST_ENGINE=0 runs everything inside.
+# in two parts of one run (one report) and one boot: the lone-QP suites with their engine on this
+# host and the device behind the guest's executor (qpconform vm --host-engine: 3.4x faster under
+# TCG), then the pair suites inside the guest (--then-in-guest); QPCONFORM_HOST_ENGINE=0 runs
+# everything inside.
 # Extra pytest options go to both parts.
 # QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1);
 # QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
@@ -67,19 +68,18 @@ run_in_two_parts() {
     if [ "$workers" -ge 2 ]; then sessions=$workers; xdist=(-n "$workers"); fi
     export QPCONFORM_RUN_ID
     QPCONFORM_RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' ')"
-    echo "qpconform: part 1 of 2: the lone-QP suites, engine on this host, $vm_device in the VM (each part's verdict line covers its own suites; the run's comes at the end)"
-    qpconform vm "${vm_args[@]}" --log-dir "$out/host-engine" --host-engine "$sessions" -- \
+    # one boot: the guest serves the sessions, then runs the pair suites once they ended
+    local inside
+    inside="$(printf '%q ' python3 -m pytest "${vm_devices[@]}" "${pair_suites[@]}" "${common[@]}" \
+              "${xdist[@]}" --junitxml "$out/junit-guest.xml")"
+    echo "qpconform: one boot, two parts: the lone-QP suites with their engine on this host against $vm_device in the VM, then the pair suites inside it (each part's verdict line covers its own suites; the run's comes at the end)"
+    qpconform vm "${vm_args[@]}" --env "QPCONFORM_RUN_ID=$QPCONFORM_RUN_ID" \
+        --host-engine "$sessions" --then-in-guest "$inside" -- \
         python -m pytest --device "$vm_device" "${lone_suites[@]}" "${common[@]}" "${xdist[@]}" \
         --junitxml "$out/junit-host.xml"
-    local host_status=$?
-    echo "qpconform: part 2 of 2: the pair suites inside the VM"
-    qpconform vm "${vm_args[@]}" --env "QPCONFORM_RUN_ID=$QPCONFORM_RUN_ID" -- \
-        python3 -m pytest "${vm_devices[@]}" "${pair_suites[@]}" "${common[@]}" "${xdist[@]}" \
-        --junitxml "$out/junit-guest.xml"
-    local guest_status=$?
+    local status=$?
     python -m reports.junit "$out/junit.xml" "$out/junit-host.xml" "$out/junit-guest.xml"
-    [ "$host_status" -ne 0 ] && return "$host_status"
-    return "$guest_status"
+    return "$status"
 }
 
 if [ -n "$device" ]; then

@@ -281,3 +281,71 @@ def test_the_main_command_names_the_drivers_it_can_run_in_the_vm() -> None:
                             timeout=30)
     assert result.returncode == 2
     assert "QPCONFORM_DRIVER=mlx5 is not one of: rxe, siw" in result.stderr
+
+
+# ------------------------------------------------------------------ --then-in-guest: one boot
+def _run_guest_script(tmp_path: Path, executor_status: int, then: str,
+                      host_ended: Path | None) -> subprocess.CompletedProcess[str]:
+    """The guest's command as the guest runs it, with a stand-in python3 for the executor
+    (it exits with `executor_status`, as the real one does after its leak check)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\necho executor-ran >> {tmp_path / 'order'}\n"
+                    f"exit {executor_status}\n")
+    fake.chmod(0o755)
+    argv = host_engine.guest_command("rxe0", {"qpconform.0": tmp_path / "s0"}, then, host_ended)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("executor_status", "then_status", "status"),
+                         [(0, 0, 0), (0, 3, 3), (1, 0, 1), (1, 3, 1)])
+def test_the_guest_runs_its_part_after_the_sessions_and_keeps_the_worse_status(
+    tmp_path: Path, executor_status: int, then_status: int, status: int
+) -> None:
+    ended = tmp_path / "host-part-ended"
+    ended.write_text("0\n")  # the host's COMMAND already ended
+    then = f"echo then-ran >> {tmp_path / 'order'}; exit {then_status}"
+    result = _run_guest_script(tmp_path, executor_status, then, ended)
+    assert result.returncode == status, result.stderr
+    assert (tmp_path / "order").read_text().split() == ["executor-ran", "then-ran"]
+    assert "has not ended" not in result.stderr
+
+
+def test_the_guest_part_waits_for_the_host_part_to_end_and_no_longer_than_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's COMMAND writes the run's report after its sessions ended: the guest's
+    part (which adds to the same records) starts once it has, or after the bound."""
+    ended = tmp_path / "host-part-ended"
+    threading.Timer(1.0, lambda: ended.write_text("0\n")).start()
+    started = time.monotonic()
+    result = _run_guest_script(tmp_path, 0, "exit 0", ended)
+    assert result.returncode == 0 and 0.9 < time.monotonic() - started < 10, result.stderr
+    monkeypatch.setattr(host_engine, "HOST_PART_END", 1)
+    started = time.monotonic()
+    result = _run_guest_script(tmp_path, 0, "exit 0", tmp_path / "never-written")
+    assert result.returncode == 0 and time.monotonic() - started < 10
+    assert "COMMAND on the host has not ended 1 s after its sessions: going on" in result.stderr
+
+
+def test_without_a_guest_part_the_guest_runs_the_executor_alone() -> None:
+    argv = host_engine.guest_command("rxe0", {"qpconform.0": Path("/s0")})
+    assert argv[:3] == ["python3", "-m", "qpconform.adapters.executor"]
+
+
+def test_the_host_command_says_when_it_ended(tmp_path: Path) -> None:
+    sockets, ended = [tmp_path / "a.sock"], tmp_path / "host-part-ended"
+    sockets[0].touch()
+    command = host_engine.HostCommand([sys.executable, "-c", "raise SystemExit(4)"], sockets,
+                                      ended)
+    command.run()
+    assert command.status == 4 and ended.read_text() == "4\n"
+
+
+def test_then_in_guest_needs_the_host_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    from qpconform import cli
+
+    assert cli.main(["vm", "--then-in-guest", "true", "--", "true"]) == 2
+    assert "--then-in-guest goes with --host-engine N" in capsys.readouterr().err

@@ -4,7 +4,8 @@ the guest, with the same verdict rules as a run inside; two such runs of the ci 
 give the same verdict and divergences (`qpconform report --same`: the main job runs the
 lone machine this way, scripts/conformance.sh part 1); a session nobody opens is ended by
 the runner, so the guest powers off at once instead of waiting out the executor's 600 s
-for a host. One boot for all of it. The five-run measurement of the whole suite is
+for a host; --then-in-guest runs inside the same guest once the host's COMMAND ended (the
+main job's pair suites). One boot for all of it. The five-run measurement of the whole suite is
 `scripts/determinism.sh` (docs/measured.md)."""
 
 from __future__ import annotations
@@ -35,13 +36,19 @@ done
 """
 
 
+#: --then-in-guest: inside the same guest once the sessions and the host's COMMAND ended
+#: (it reads the status COMMAND left), with the device there.
+GUEST_PART = 'echo "GUEST-PART after $(cat {out}/host-part-ended)"; rdma link show rxe0/1'
+
+
 def test_runs_on_the_host_each_worker_with_its_session_repeat_and_end_unused_ones() -> None:
     out = out_dir("selftest-host-engine")
     env = dict(os.environ, OUT=str(out))
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "qpconform", "vm", "--host-engine", "5", "--log-dir", str(out),
-         "--timeout", "900", "--", "sh", "-c", TWO_RUNS_OF_FIVE, sys.executable],
+         "--timeout", "900", "--then-in-guest", GUEST_PART.format(out=out), "--",
+         "sh", "-c", TWO_RUNS_OF_FIVE, sys.executable],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
     )
     took = time.monotonic() - started
@@ -49,6 +56,7 @@ def test_runs_on_the_host_each_worker_with_its_session_repeat_and_end_unused_one
     print(result.stderr[-3000:], file=sys.stderr)
     text = result.stdout + result.stderr
     assert re.findall(r"RUN-(\d) 0", text) == ["1", "2"], text[-2000:]
+    assert "GUEST-PART after 0" in text and "link rxe0/1" in text  # one boot, both parts
     assert result.returncode == 0, text[-2000:]
     assert took < 400, took  # the unused fifth session did not keep the guest up 600 s
     assert "qpconform executor: leak check: nothing leaked" in text  # in the guest, at its end

@@ -175,6 +175,13 @@ def add_host_engine(add) -> None:  # type: ignore[no-untyped-def]
         "guest (one per pytest process: -n N, or 1 without xdist; the guest serves NAME0 of "
         "--driver); COMMAND finds them in QPCONFORM_EXECUTORS (vm/host_engine.py)",
     )
+    add(
+        "--then-in-guest",
+        metavar="SHELL_COMMAND",
+        help="with --host-engine: once every session ended, run SHELL_COMMAND inside the "
+        "same guest (with the --env variables) before it powers off: the pair suites of a "
+        "two-part run without a second boot; the exit status is the worst of the three",
+    )
 
 
 def _sessions(text: str) -> int:

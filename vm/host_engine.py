@@ -11,8 +11,11 @@ starts as soon as QEMU listens on them, so its start overlaps the guest's boot. 
 powers off when every session has ended and the executor's leak check has run; a
 session COMMAND never opened is ended here, so the guest does not wait for it.
 
+`--then-in-guest 'SHELL COMMAND'` runs inside the same guest once every session and COMMAND
+ended (scripts/conformance.sh: the pair suites, no second boot).
+
 Exit status: COMMAND's when it failed, else the guest's (a leak, a kernel crash, a
-timeout: vm/runner.py's statuses).
+timeout, the part inside: vm/runner.py's statuses).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import dataclasses
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -54,8 +58,10 @@ UNUSED_HELLO = 10.0
 class HostCommand:
     """COMMAND on this host, started once QEMU listens on every socket."""
 
-    def __init__(self, command: list[str], sockets: list[Path]) -> None:
-        self.command, self.sockets = command, sockets
+    def __init__(self, command: list[str], sockets: list[Path],
+                 ended: Path | None = None) -> None:
+        """`ended`: a file written once COMMAND ended (the guest's next part waits for it)."""
+        self.command, self.sockets, self.ended = command, sockets, ended
         self.proc: subprocess.Popen[bytes] | None = None
         self.status: int | None = None
         self.guest_gone = threading.Event()
@@ -77,6 +83,9 @@ class HostCommand:
         else:
             self.status = self._wait()
         end_unused_sessions(self.sockets, self.guest_gone)
+        if self.ended is not None:
+            with contextlib.suppress(OSError):  # then the guest's bounded wait says so
+                self.ended.write_text(f"{self.status}\n")
 
     def _wait(self) -> int:
         """COMMAND's status; once the guest is gone, AFTER_GUEST s more, then it is stopped."""
@@ -129,18 +138,55 @@ def end_unused_sessions(paths: list[Path], guest_gone: threading.Event) -> None:
             sock.close()
 
 
-def run(opts: runner.VmOptions, sessions: int, device: str) -> int:
+#: Seconds the guest's --then-in-guest part waits, once every session ended, for COMMAND
+#: on the host to end too (its report is written then: the two parts share the records).
+HOST_PART_END = 120
+
+
+def guest_command(device: str, ports: dict[str, Path], then_in_guest: str = "",
+                  host_ended: Path | None = None) -> list[str]:
+    """The guest's command: the executor serving `ports`, then `then_in_guest` (a shell
+    command) once every session ended and COMMAND on the host wrote `host_ended` (bounded
+    wait); the worse status of the two."""
+    executor = ["python3", "-m", "qpconform.adapters.executor", "--device", device,
+                *served(ports)]
+    if not then_in_guest:
+        return executor
+    wait = ""
+    if host_ended is not None:
+        marker = shlex.quote(str(host_ended))
+        wait = (f"i=0; while [ ! -e {marker} ] && [ $i -lt {HOST_PART_END * 5} ]; do "
+                "sleep 0.2; i=$((i+1)); done\n"
+                f"[ -e {marker} ] || echo 'qpconform vm: COMMAND on the host has not ended "
+                f"{HOST_PART_END} s after its sessions: going on' >&2\n")
+    script = (f"{shlex.join(executor)}; served=$?\n{wait}"
+              'echo "qpconform vm: every session ended; in the guest now: $0" >&2\n'
+              'sh -c "$0"; then=$?\n'
+              '[ "$served" -ne 0 ] && exit "$served"; exit "$then"')
+    return ["sh", "-c", script, then_in_guest]
+
+
+def _log_dir(opts: runner.VmOptions) -> Path:
+    """The run's log folder (in the project, so the guest sees it), as the runner makes it."""
+    project = (opts.project or runner.find_project(Path.cwd())).resolve()
+    return opts.log_dir if opts.log_dir.is_absolute() else project / opts.log_dir
+
+
+def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str = "") -> int:
     """Boot the guest with `sessions` executor sessions serving `device`, run opts.command
-    here against them, and return the worse of the two statuses."""
+    here against them (and `then_in_guest` inside once they ended), and return the worse
+    of the statuses."""
     tmp = Path(tempfile.mkdtemp(prefix="qpconform-host-engine-"))
     ports = session_ports(tmp, sessions)
+    host_ended = _log_dir(opts) / "host-part-ended" if then_in_guest else None
+    if host_ended is not None:
+        host_ended.unlink(missing_ok=True)
     guest = dataclasses.replace(
         opts,
-        command=["python3", "-m", "qpconform.adapters.executor", "--device", device,
-                 *served(ports)],
+        command=guest_command(device, ports, then_in_guest, host_ended),
         ports={**opts.ports, **ports},
     )
-    host = HostCommand(opts.command, list(ports.values()))
+    host = HostCommand(opts.command, list(ports.values()), host_ended)
     thread = threading.Thread(target=host.run, name="host-command", daemon=True)
     thread.start()
     started = time.monotonic()
@@ -157,5 +203,6 @@ def run(opts: runner.VmOptions, sessions: int, device: str) -> int:
     if host.status is None:
         return guest_status
     print(f"qpconform vm: COMMAND on this host exited with status {host.status}; the guest's "
-          f"executor with {guest_status} ({took:.0f} s in all)", file=sys.stderr)
+          f"{'executor and the part inside' if then_in_guest else 'executor'} with "
+          f"{guest_status} ({took:.0f} s in all)", file=sys.stderr)
     return host.status or guest_status
