@@ -335,13 +335,25 @@ def test_without_a_guest_part_the_guest_runs_the_executor_alone() -> None:
     assert argv[:3] == ["python3", "-m", "qpconform.adapters.executor"]
 
 
-def test_the_host_command_says_when_it_ended(tmp_path: Path) -> None:
-    sockets, ended = [tmp_path / "a.sock"], tmp_path / "host-part-ended"
-    sockets[0].touch()
-    command = host_engine.HostCommand([sys.executable, "-c", "raise SystemExit(4)"], sockets,
-                                      ended)
-    command.run()
-    assert command.status == 4 and ended.read_text() == "4\n"
+def test_the_host_command_says_when_it_ended_while_the_guest_still_runs(
+    silent_and_waiting, tmp_path: Path
+) -> None:
+    """The end is said at once, not after the used sessions fall silent with the guest's
+    power-off: the guest's own part waits for it (a first version made it wait its 120 s)."""
+    used, unused, _ = silent_and_waiting
+    ended = tmp_path / "host-part-ended"
+    command = host_engine.HostCommand([sys.executable, "-c", "raise SystemExit(4)"],
+                                      [used, unused], ended)
+    thread = threading.Thread(target=command.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ended.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended.read_text() == "4\n" and command.status == 4
+    assert thread.is_alive()  # still with the used session: the guest is up
+    command.guest_gone.set()
+    thread.join(5)
+    assert not thread.is_alive()
 
 
 def test_then_in_guest_needs_the_host_engine(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,10 +82,10 @@ class HostCommand:
             self.status = runner.EXIT_INFRA
         else:
             self.status = self._wait()
-        end_unused_sessions(self.sockets, self.guest_gone)
-        if self.ended is not None:
+        if self.ended is not None:  # before the unused sessions end: the guest goes on then
             with contextlib.suppress(OSError):  # then the guest's bounded wait says so
                 self.ended.write_text(f"{self.status}\n")
+        end_unused_sessions(self.sockets, self.guest_gone)
 
     def _wait(self) -> int:
         """COMMAND's status; once the guest is gone, AFTER_GUEST s more, then it is stopped."""
