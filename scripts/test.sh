@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The self-tests: lint and the import layers, then the model and harness tests (no RDMA
 # device needed).
-# VM end-to-end tests run too when QPCONFORM_VM_TESTS=1 (CI sets it).
+# VM end-to-end tests run too when QPCONFORM_VM_TESTS=1 (CI sets it); =all adds the variants
+# another CI phase covers (tests/test_vm_cm.py on bookworm: the siw phase).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bootstrap.sh

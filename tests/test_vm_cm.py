@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 
 import pytest
 
@@ -97,7 +98,18 @@ KINDS = ("pd", "cq", "qp", "mr", "cm_id")
 RTS, RESET = 3, 0
 
 
-@pytest.mark.parametrize("release", ["bookworm", "trixie"])
+#: Linux 6.1's siw connections are CI's too: its siw phase runs the main job on bookworm,
+#: every pair connected by the same adapters/cm_pair.py with the leak check at its end; so
+#: CI boots this test on trixie alone (QPCONFORM_VM_TESTS=all runs both).
+BOTH_RELEASES = os.environ.get("QPCONFORM_VM_TESTS") == "all"
+
+
+@pytest.mark.parametrize("release", [
+    pytest.param("bookworm", marks=pytest.mark.skipif(
+        not BOTH_RELEASES, reason="Linux 6.1's siw connections: CI's siw phase runs the main "
+        "job through them on bookworm (QPCONFORM_VM_TESTS=all boots this one too)")),
+    "trixie",
+])
 def test_own_qps_connect_over_iwarp_reach_rts_and_a_send_completes(release):
     out = out_dir(f"selftest-cm-{release}")
     guest = out / "cm_guest.py"
