@@ -189,3 +189,12 @@ def test_a_guest_kernel_crash_fails_the_run_as_the_device_under_test(tmp_path, c
     assert status == runner.EXIT_KERNEL_LOG  # the driver's failure, not the runner's (125)
     err = capsys.readouterr().err
     assert "Oops: 0000" in err and "guest-console.txt" in err
+
+
+def test_the_log_dir_is_relative_to_the_project(tmp_path):
+    """The host engine's mark for the guest goes where the runner puts the logs: both ask
+    runner.log_dir_of (the guest sees the project, so a relative --log-dir lives there)."""
+    assert runner.log_dir_of(runner.VmOptions(project=tmp_path)) == (
+        tmp_path.resolve() / "reports" / "out")
+    absolute = tmp_path / "logs"
+    assert runner.log_dir_of(runner.VmOptions(project=tmp_path, log_dir=absolute)) == absolute

@@ -166,19 +166,13 @@ def guest_command(device: str, ports: dict[str, Path], then_in_guest: str = "",
     return ["sh", "-c", script, then_in_guest]
 
 
-def _log_dir(opts: runner.VmOptions) -> Path:
-    """The run's log folder (in the project, so the guest sees it), as the runner makes it."""
-    project = (opts.project or runner.find_project(Path.cwd())).resolve()
-    return opts.log_dir if opts.log_dir.is_absolute() else project / opts.log_dir
-
-
 def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str = "") -> int:
     """Boot the guest with `sessions` executor sessions serving `device`, run opts.command
     here against them (and `then_in_guest` inside once they ended), and return the worse
     of the statuses."""
     tmp = Path(tempfile.mkdtemp(prefix="qpconform-host-engine-"))
     ports = session_ports(tmp, sessions)
-    host_ended = _log_dir(opts) / "host-part-ended" if then_in_guest else None
+    host_ended = runner.log_dir_of(opts) / "host-part-ended" if then_in_guest else None
     if host_ended is not None:
         host_ended.unlink(missing_ok=True)
     guest = dataclasses.replace(

@@ -258,6 +258,14 @@ def run(opts: VmOptions) -> int:
             signal.signal(sig, handler)
 
 
+def log_dir_of(opts: VmOptions, project: Path | None = None) -> Path:
+    """Where the run's logs go: --log-dir, relative to the project (the guest sees it)."""
+    if opts.log_dir.is_absolute():
+        return opts.log_dir
+    project = project or (opts.project or find_project(Path.cwd().resolve())).resolve()
+    return project / opts.log_dir
+
+
 def _run(opts: VmOptions) -> int:
     started = time.monotonic()
     deadline = started + opts.timeout
@@ -265,7 +273,7 @@ def _run(opts: VmOptions) -> int:
     cwd = Path.cwd().resolve()
     project = (opts.project or find_project(cwd)).resolve()
     workdir = cwd if cwd.is_relative_to(project) else project
-    log_dir = opts.log_dir if opts.log_dir.is_absolute() else project / opts.log_dir
+    log_dir = log_dir_of(opts, project)
     if not opts.build_only:  # found now, not after minutes of image build and boot
         try:
             check_writable(log_dir, "pass --log-dir DIR")
