@@ -193,6 +193,8 @@ def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str =
         except KeyboardInterrupt:
             host.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        if host_ended is not None:  # the guest's part has read it: no stray file in the logs
+            host_ended.unlink(missing_ok=True)
     took = time.monotonic() - started
     if host.status is None:
         return guest_status
