@@ -154,8 +154,7 @@ def _cmd_driver_source(args: argparse.Namespace) -> int:
     try:
         opts = runner.VmOptions(release=args.release, mirror=args.mirror, build_only=True)
         img = runner.ensure_image(opts, image.cache_root())
-        meta = img.meta
-        env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"])
+        env = buildenv.for_image(img)
         folder = buildenv.fetch_source(env, drivers.spec(args.driver), args.dest)
     except (runner.UserError, prereqs.PrereqError, drivers.DriverError, buildenv.BuildError) as exc:
         print(f"qpconform driver-source: error: {exc}", file=sys.stderr)

@@ -193,6 +193,12 @@ class BuiltModule:
     log: str
 
 
+def for_image(img: image.Image, root: Path | None = None) -> BuildEnv:
+    """The build layer of a guest image's kernel (its release, kernel and mirror)."""
+    meta = img.meta
+    return ensure(meta["release"], meta["kernel_release"], meta["mirror"], root)
+
+
 def _is_source(path: Path) -> bool:
     return path.suffix in (".c", ".h") or path.name in ("Makefile", "Kbuild", "Kconfig")
 

@@ -69,7 +69,7 @@ def build_from_source(
     if cached.is_file():
         _note(f"{driver.module}.ko of this source already built (cache {cached.parent})")
         return cached, digest
-    env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"], root)
+    env = buildenv.for_image(img, root)
     _note(f"building {driver.module}.ko from {folder} against {meta['kernel_release']}")
     built = buildenv.build_module(env, folder, driver, cached.parent)
     _note(f"built {driver.module}.ko in {built.seconds:.1f} s")
@@ -79,7 +79,7 @@ def build_from_source(
 def stock_source(driver: DriverSpec, img: image.Image, root: Path) -> Path:
     """The guest kernel's own source of ``driver``, fetched once into the cache."""
     meta = img.meta
-    env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"], root)
+    env = buildenv.for_image(img, root)
     sources = _module_cache(root, meta) / "source"
     folder = sources / driver.name
     if not folder.is_dir():  # one download gives every known driver's folder

@@ -35,8 +35,7 @@ def build(release: str) -> Path:
     """verbs_cost.c compiled in the build layer of `release`; the binary under OUT."""
     root = image.cache_root()
     img = runner.ensure_image(runner.VmOptions(release=release, build_only=True), root)
-    meta = img.meta
-    env = buildenv.ensure(meta["release"], meta["kernel_release"], meta["mirror"], root)
+    env = buildenv.for_image(img, root)
     inside = env.rootfs / "build" / "verbs-cost"
     inside.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HERE / "verbs_cost.c", inside / "verbs_cost.c")
