@@ -18,10 +18,11 @@ from qpconform.adapters.remote_device import Channel, RemoteDevice
 FAKE_VERBS = {"plain_loop": lambda seconds: 1.0}
 
 
-def serve_session(device: Any, conn: socket.socket) -> None:
+def serve_session(device: Any, conn: socket.socket, make_pair: Any = None) -> None:
     """One host session on `conn`, as the guest's executor serves it: hello, requests
-    until bye or the host goes away, then everything freed and `conn` closed."""
-    executor = Executor(device, FAKE_VERBS)
+    until bye or the host goes away, then everything freed and `conn` closed; `make_pair`
+    builds its pairs (tests/fake_pair.py's, say)."""
+    executor = Executor(device, FAKE_VERBS, make_pair)
     wire.write_frame(conn.fileno(), ["ok", executor.hello(), None])
     try:
         executor.serve(conn.fileno(), conn.fileno())
@@ -29,11 +30,24 @@ def serve_session(device: Any, conn: socket.socket) -> None:
         conn.close()
 
 
+def fake_pairs(fault: str | None = None) -> Any:
+    """An executor's pair factory over tests/fake_pair.py's pairs, planting `fault`."""
+    from tests.fake_pair import FakePair
+
+    def make(qp_type: Any, settings: Any, srq_sides: frozenset[str],
+             shared_cq_sides: frozenset[str]) -> FakePair:
+        return FakePair(qp_type, fault, settings=settings, srq_sides=srq_sides,
+                        shared_cq_sides=shared_cq_sides)
+
+    return make
+
+
 @contextmanager
-def remote(device: Any) -> Iterator[RemoteDevice]:
-    """`device` served by an executor thread; the RemoteDevice is closed on the way out."""
+def remote(device: Any, make_pair: Any = None) -> Iterator[RemoteDevice]:
+    """`device` served by an executor thread (its pairs built by `make_pair`); the
+    RemoteDevice is closed on the way out."""
     host, guest = socket.socketpair()
-    thread = threading.Thread(target=serve_session, args=(device, guest),
+    thread = threading.Thread(target=serve_session, args=(device, guest, make_pair),
                               name="fake-executor", daemon=True)
     thread.start()
     hello = wire.read_frame(host.fileno(), 10.0)
@@ -48,7 +62,8 @@ def remote(device: Any) -> Iterator[RemoteDevice]:
 
 
 @contextmanager
-def listening(device: Any, path: str, accept_bound: float = 120.0) -> Iterator[threading.Thread]:
+def listening(device: Any, path: str, accept_bound: float = 120.0,
+              make_pair: Any = None) -> Iterator[threading.Thread]:
     """`device` served to the first process that connects to the unix socket `path` (as
     QEMU's virtio-serial chardev lets the host reach the guest's executor); the thread ends
     when that session does (or nobody came within `accept_bound` s)."""
@@ -64,7 +79,7 @@ def listening(device: Any, path: str, accept_bound: float = 120.0) -> Iterator[t
             return
         finally:
             server.close()
-        serve_session(device, conn)
+        serve_session(device, conn, make_pair)
 
     thread = threading.Thread(target=accept_and_serve, name="fake-executor-listener",
                               daemon=True)

@@ -24,7 +24,7 @@ import pytest
 
 from qpconform.adapters import wire
 from tests.fake_device import FakeDevice
-from tests.remote_fake import listening
+from tests.remote_fake import fake_pairs, listening
 from vm import host_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,17 +48,18 @@ def sock(tmp_path: Path) -> Path:
     return tmp_path / "executor.sock"
 
 
-def test_the_lone_suites_run_here_and_the_pair_suites_skip_saying_why(
-    tmp_path: Path, sock: Path
-) -> None:
+def test_lone_and_pair_suites_run_here_against_the_executor(tmp_path: Path, sock: Path) -> None:
     device = FakeDevice()
-    with listening(device, str(sock)):
+    with listening(device, str(sock), make_pair=fake_pairs()):
         result = run_suites(tmp_path, sock, "suites/test_stateful.py", "suites/test_srq.py",
                             "suites/test_transitions.py", "-k", "RC or stateful or srq")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
     assert "qpconform verdict for fake0: CONFORMANT" in out
-    assert "a connected pair needs the device in this process" in out  # -rs: in the summary
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert not [line for line in skipped if "test_srq.py" in line], skipped
+    run = json.loads((tmp_path / "out" / "run-host-main.json").read_text())
+    assert any(s["verb"] == "post_srq_recv" for s in run["steps"]), "the SRQ pairs ran here"
     steps = int(re.search(r"; (\d+) steps;", out).group(1))
     assert steps > 100, out[-2000:]
     assert "checked steps/s" in out  # the throughput line, its plain loop from the executor
@@ -273,6 +274,17 @@ def test_lone_and_pair_suites_are_all_of_suites_and_the_main_command_names_the_s
         listed = re.search(rf"{name}=\(([^)]*)\)", script)
         assert listed, f"scripts/conformance.sh no longer names {name}"
         assert tuple(listed.group(1).split()) == suites, name
+
+
+def test_the_main_command_and_the_mutant_gate_run_the_same_drivers_on_the_host() -> None:
+    """Which drivers' suites run with their engine here is decided in two places (the
+    script's case, mutants.run.HOST_ENGINE_DRIVERS): they must agree."""
+    from mutants import run
+
+    script = (ROOT / "scripts" / "conformance.sh").read_text()
+    cases = re.findall(r"^\s+(\w+)\) vm_device=.*host_engine=([01]) ;;", script, re.MULTILINE)
+    assert {name for name, _ in cases} == {"rxe", "siw"}, cases
+    assert {name for name, on in cases if on == "1"} == set(run.HOST_ENGINE_DRIVERS)
 
 
 def test_the_main_command_names_the_drivers_it_can_run_in_the_vm() -> None:

@@ -9,6 +9,11 @@ under 2 ms on the host; the verbs themselves cost tens of microseconds. So the e
 on the host (qpconform/adapters/remote_device.py) and only this loop runs in the guest
 (syzkaller's split of manager and executor).
 
+Connected pairs are built here too ("pair": a PyverbsPair on the device, loopback): their
+ends and bystanders are QPs like the others (modify, query, post, poll, events, destroy by
+id; a pair end's post_send carries its operation and planted fault), read after every
+request like the others.
+
 One request is a list ``[verb, *args]``, or ``["batch", [request, ...]]``, or
 ``["then", [earlier, ...], request]``: the earlier requests (the host's deferred destroys)
 run first, without reading any QP; if one fails, its error is the reply and `request`
@@ -37,12 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from models.enums import Attr, QPType
+from models.operations import Op
+from models.pair import SIDES, Fault, WireSettings
 from qpconform.adapters import inflight, leaks, wire
-from qpconform.engine.device import Device, DeviceLost, QPHandle, UnsupportedQPType
+from qpconform.engine.device import Device, DeviceLost, PairDevice, QPHandle, UnsupportedQPType
+
+#: Builds a loopback pair on the executor's device: (qp_type, settings, srq_sides,
+#: shared_cq_sides) -> PairDevice.
+PairFactory = Callable[[QPType, WireSettings, frozenset[str], frozenset[str]], PairDevice]
 
 #: Requests that touch no QP: their reply reads nothing (`seen` is None). After every other
 #: request every open QP is read (poll and events) into the reply.
-_READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machine"})
+_READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machine",
+                           "pair_values"})
 #: Resource sets (Context, PD, CQs, MR) of destroyed QPs kept for the next ones: the lone
 #: machine has at most 3 QPs open (qpconform/machines/lone.py MachineConfig.max_qps).
 POOL = 4
@@ -58,11 +70,16 @@ REPLY_BOUND = 60.0
 class Executor:
     """Serves one host session: the device, its QPs by id, and the verbs on them."""
 
-    def __init__(self, device: Device, extra: dict[str, Callable[..., Any]] | None = None) -> None:
-        """`extra`: more verbs by name (the benchmark's guest half adds its own)."""
+    def __init__(self, device: Device, extra: dict[str, Callable[..., Any]] | None = None,
+                 make_pair: PairFactory | None = None) -> None:
+        """`extra`: more verbs by name (the benchmark's guest half adds its own);
+        `make_pair`: how a pair is built (None: the executor serves no pairs)."""
         self.device = device
         self.qps: dict[int, QPHandle] = {}
         self._next = 0
+        self.make_pair = make_pair
+        self.pairs: dict[int, PairDevice] = {}
+        self._bystander_of: dict[int, int] = {}  # an end's id -> its bystander's id
         self.busy = 0.0  # seconds between reading a request and writing its reply
         self.waited = 0.0  # of which, deliberately waiting in "watch"
         self.handlers: dict[str, Callable[..., Any]] = {
@@ -70,8 +87,14 @@ class Executor:
             "create_qp": self.create_qp,
             "modify": self.modify,
             "query": lambda q: wire.query_result(self.qps[q].query()),
-            "post_send": lambda q, wr_id: self.post(q, "post_send", wr_id),
-            "post_recv": lambda q, wr_id: self.post(q, "post_recv", wr_id),
+            "post_send": lambda q, wr_id, *how: self.post(q, "post_send", wr_id, *_send_how(how)),
+            "post_recv": lambda q, wr_id, *how: self.post(q, "post_recv", wr_id, *how),
+            "post_srq_recv": lambda q, wr_id: wire.verb_result(self.qps[q].post_srq_recv(wr_id)),
+            "arm_srq": lambda q, limit: wire.verb_result(self.qps[q].arm_srq(limit)),
+            "pair": self.pair,
+            "pair_values": lambda p, side: self.pairs[p].values(side),
+            "pair_recreate": self.pair_recreate,
+            "pair_close": self.pair_close,
             "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
             "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
             "destroy": self.destroy,
@@ -105,18 +128,75 @@ class Executor:
         result = qp.modify(attrs, Attr(mask))
         return [wire.verb_result(result), wire.query_result(qp.query())]
 
-    def post(self, q: int, verb: str, wr_id: int) -> list[Any]:
+    def post(self, q: int, verb: str, wr_id: int, *how: Any) -> list[Any]:
         """A post and the QP's query_qp after it: the engine reads the state back after the
         rule's last post (the state check), and a reply that carries it saves that round
-        trip (a further post replaces it)."""
+        trip (a further post replaces it). `how`: a pair end's further arguments."""
         qp = self.qps[q]
-        result = getattr(qp, verb)(wr_id)
+        result = getattr(qp, verb)(wr_id, *how)
         return [wire.verb_result(result), wire.query_result(qp.query())]
 
     def destroy(self, q: int) -> None:
-        qp = self.qps.pop(q, None)
-        if qp is not None:
-            qp.destroy()
+        bystander = q in self._bystander_of.values()  # destroyed with its end, not alone
+        qp = self._forget(q)
+        if qp is not None and not bystander:
+            qp.destroy()  # a pair end destroys its bystander with it
+
+    def _forget(self, q: int) -> QPHandle | None:
+        """Stop serving QP `q` (and its bystander, if it is a pair end)."""
+        bystander = self._bystander_of.pop(q, None)
+        if bystander is not None:
+            self.qps.pop(bystander, None)
+        return self.qps.pop(q, None)
+
+    def _serve_qp(self, qp: Any) -> int:
+        self._next += 1
+        self.qps[self._next] = qp
+        return self._next
+
+    # ---------------------------------------------------------------------------- pairs
+    def pair(self, qp_type: int, settings: dict[str, int], srq_sides: list[str],
+             shared_cq_sides: list[str]) -> list[Any]:
+        """A loopback pair in RESET: [id, atomics, identity, {side: its end}] (`_end`)."""
+        if self.make_pair is None:
+            raise UnsupportedQPType("this executor serves no connected pairs")
+        pair = self.make_pair(QPType(qp_type), WireSettings(**settings),
+                              frozenset(srq_sides), frozenset(shared_cq_sides))
+        self._next += 1
+        pid = self._next
+        self.pairs[pid] = pair
+        return [pid, bool(pair.atomics), dict(pair.identity),
+                {side: self._end(pair, side) for side in SIDES}]
+
+    def _end(self, pair: PairDevice, side: str) -> list[Any]:
+        """An end served as a QP: [id, qp_num, max_inline, [its bystander's id, qp_num] or
+        None]."""
+        end = pair.end(side)
+        q = self._serve_qp(end)
+        bystander = None
+        if end.bystander is not None:
+            self._bystander_of[q] = self._serve_qp(end.bystander)
+            bystander = [self._bystander_of[q], end.bystander.qp_num]
+        return [q, end.qp_num, int(getattr(end, "max_inline", 0)), bystander]
+
+    def _ids_of(self, pair: PairDevice) -> list[int]:
+        ends = [pair.end(side) for side in SIDES]
+        return [q for q, qp in self.qps.items() if any(qp is end for end in ends)]
+
+    def pair_recreate(self, p: int, side: str) -> list[Any]:
+        """A fresh end (RESET) replaces `side`'s (destroyed with its bystander)."""
+        pair = self.pairs[p]
+        for q in self._ids_of(pair):
+            if self.qps[q] is pair.end(side):
+                self._forget(q)
+        pair.recreate(side)
+        return self._end(pair, side)
+
+    def pair_close(self, p: int) -> None:
+        pair = self.pairs.pop(p)
+        for q in self._ids_of(pair):
+            self._forget(q)
+        pair.close()
 
     def watch(self, timeout: float) -> dict[int, list[Any]]:
         """Wait up to `timeout` for a completion or an event on any open QP; everything
@@ -219,10 +299,23 @@ class Executor:
                 if not send(fd_out, reply):
                     return  # the host went away: nobody to answer
         finally:
-            for qp in self.qps.values():
-                qp.destroy()
-            self.qps.clear()
-            self.device.close()
+            try:
+                for pair in self.pairs.values():
+                    pair.close()
+                bystanders = set(self._bystander_of.values())
+                for q, qp in self.qps.items():
+                    if q not in bystanders:
+                        qp.destroy()
+            finally:
+                self.pairs.clear()
+                self.qps.clear()
+                self.device.close()
+
+
+def _send_how(how: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pair end's post_send arguments after wr_id (op, fault, signaled, inline, fence),
+    their enums rebuilt; a lone QP's: none."""
+    return (Op(how[0]), Fault(how[1]), *how[2:]) if how else ()
 
 
 def send(fd_out: int, frame: list[Any]) -> bool:
@@ -339,7 +432,7 @@ def serve_session(
         fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     try:
         device = open_device(device_name, port, pool=POOL)
-        executor = Executor(device, extra(device) if extra else None)
+        executor = Executor(device, extra(device) if extra else None, _pairs_on(device))
         hello = executor.hello()
     except Exception as exc:
         wire.write_frame(fd_out, ["err", "lost", f"{device_name}: {exc}"])
@@ -352,6 +445,19 @@ def serve_session(
         return 1
     executor.serve(fd_in, fd_out)
     return 0
+
+
+def _pairs_on(device: Any) -> PairFactory:
+    """Loopback pairs on the executor's device (a pair across two devices, or connected
+    through rdma_cm, runs where the devices are: qpconform vm -- pytest)."""
+    from qpconform.adapters.pyverbs_pair import PyverbsPair
+
+    def make(qp_type: QPType, settings: WireSettings, srq_sides: frozenset[str],
+             shared_cq_sides: frozenset[str]) -> PairDevice:
+        return PyverbsPair(qp_type, device, None, settings, srq_sides=srq_sides,
+                           shared_cq_sides=shared_cq_sides)
+
+    return make
 
 
 def await_host(fd: int, bound: float) -> bool:

@@ -151,11 +151,12 @@ class RemoteQP:
     def post_recv(self, wr_id: int) -> VerbResult:
         return self._post("post_recv", wr_id)
 
-    def _post(self, verb: str, wr_id: int) -> VerbResult:
-        """A post; its reply's query_qp answers the state check after it (as a modify's)."""
+    def _post(self, verb: str, wr_id: int, *how: Any) -> VerbResult:
+        """A post; its reply's query_qp answers the state check after it (as a modify's).
+        `how`: a pair end's further arguments."""
         if self.closed:
             return VerbResult(False, None, "destroyed")
-        result, query = self._call(verb, wr_id)
+        result, query = self._call(verb, wr_id, *how)
         self.seen.query = wire.to_query_result(query)
         return wire.to_verb_result(result)
 
@@ -258,6 +259,11 @@ class RemoteDevice:
         if seen is not None:
             self._take(seen)
         return qp
+
+    def serve(self, qp: RemoteQP) -> None:
+        """Hand `qp` what each reply shows of it (a pair's end or bystander, built by the
+        executor's "pair")."""
+        self._qps[qp.qid] = qp
 
     def valid_attrs(self, qp: RemoteQP) -> dict[str, int]:
         return dict(qp.valid)

@@ -97,21 +97,21 @@ def read_frame(fd: int, timeout: float | None, what: str = "executor") -> Any:
 
 # ---------------------------------------------------------------------------- observations
 def verb_result(r: VerbResult) -> list[Any]:
-    return [r.accepted, r.errno, r.detail]
+    return [r.accepted, r.errno, r.detail, r.killed]
 
 
 def to_verb_result(v: list[Any]) -> VerbResult:
-    return VerbResult(bool(v[0]), v[1], v[2])
+    return VerbResult(bool(v[0]), v[1], v[2], v[3])
 
 
 def completion(c: Completion) -> list[Any]:
     return [c.wr_id, c.queue, int(c.status), c.qp_num,
-            None if c.opcode is None else int(c.opcode), c.imm_data]
+            None if c.opcode is None else int(c.opcode), c.imm_data, c.data]
 
 
 def to_completion(v: list[Any]) -> Completion:
     return Completion(v[0], v[1], WCStatus(v[2]), v[3],
-                      None if v[4] is None else WCOpcode(v[4]), v[5])
+                      None if v[4] is None else WCOpcode(v[4]), v[5], v[6])
 
 
 def event(e: AsyncEvent) -> list[Any]:
