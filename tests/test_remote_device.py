@@ -171,6 +171,49 @@ def test_close_sends_the_deferred_destroys() -> None:
     assert device.live == []
 
 
+class _ScriptedChannel:
+    """A Channel whose replies are given: (value, seen) per request, in order."""
+
+    def __init__(self, replies: list[tuple[Any, dict[int, Any] | None]]) -> None:
+        self.replies, self.asked = replies, []
+        self.round_trips, self.broken, self.closed = 0, False, False
+
+    def call(self, request: list[Any], wait: float = 0.0, before: Any = None) -> Any:
+        self.asked.append(request[0])
+        self.round_trips += 1
+        return self.replies.pop(0)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_query_after_a_read_completion_asks_the_device_not_the_posts_reply() -> None:
+    """A post's reply carries its query_qp, taken before the executor polled the QP; when
+    the same reply shows a flush (the QP left RTS since), the engine's next query must read
+    the state now, not the post's: rxe 6.12's requester moving the QP to ERR right after a
+    post (rxe.reset_leaves_stale_sq_index) was an unknown divergence otherwise."""
+    from qpconform.adapters.executor import Executor
+    from qpconform.adapters.remote_device import RemoteDevice
+
+    rts = wire.query_result(QueryResult(QPState.RTS, False, {}))
+    err = wire.query_result(QueryResult(QPState.ERR, False, {}))
+    flush = wire.completion(Completion(7, "send", WCStatus.WR_FLUSH_ERR, 0x11))
+    channel = _ScriptedChannel([
+        ([1, 0x11, {}], None),  # create_qp
+        ([wire.verb_result(wire.to_verb_result([True, None, "", None])), rts],
+         {1: [[flush], []]}),  # post_send: its query (RTS), then the flush polled after it
+        (err, None),  # the query the engine makes after reading the flush
+        ([wire.verb_result(wire.to_verb_result([True, None, "", None])), rts], {}),
+    ])
+    dev = RemoteDevice(channel, Executor(FakeDevice()).hello())  # type: ignore[arg-type]
+    qp = dev.create_qp(QPType.RC)
+    qp.post_send(7)
+    assert [c.status for c in qp.poll()] == [WCStatus.WR_FLUSH_ERR]
+    assert qp.query().state == QPState.ERR and channel.asked[-1] == "query"
+    qp.post_send(8)  # nothing read in between: the reply's query answers, no round trip
+    assert qp.query().state == QPState.RTS and channel.asked[-1] == "post_send"
+
+
 # ------------------------------------------------------------------ the executor's pool
 class _CQ:
     def __init__(self, left: int = 0) -> None:

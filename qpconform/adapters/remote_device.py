@@ -110,7 +110,9 @@ class _Seen:
     completions: list[Completion] = field(default_factory=list)
     events: list[AsyncEvent] = field(default_factory=list)
     trip: int = -1  # the round trip whose reply filled it
-    query: QueryResult | None = None  # a modify's or post's read-back, for the next query()
+    #: a modify's or post's read-back, for the next query() unless the engine read a
+    #: completion or event of the QP first (RemoteQP._read_since_query)
+    query: QueryResult | None = None
 
 
 class RemoteQP:
@@ -165,9 +167,18 @@ class RemoteQP:
             return []
         seen = self.seen
         early, seen.completions = seen.completions, []
-        if seen.trip == self.device.channel.round_trips:
-            return early
-        return early + [wire.to_completion(c) for c in self._call("poll")]
+        if seen.trip != self.device.channel.round_trips:
+            early += [wire.to_completion(c) for c in self._call("poll")]
+        return self._read_since_query(early)
+
+    def _read_since_query(self, found: list[Any]) -> list[Any]:
+        """What the engine reads of this QP after its verb: once it read something, the
+        verb's query_qp (taken before these were polled) is older than what it knows, so the
+        next query() asks the device (a flush read here can mean the QP left its state since
+        the query; the engine then compares the state it is in now)."""
+        if found:
+            self.seen.query = None
+        return found
 
     def events(self, timeout: float) -> list[AsyncEvent]:
         if self.closed:
@@ -175,13 +186,14 @@ class RemoteQP:
         seen = self.seen
         if seen.trip == self.device.channel.round_trips and timeout == 0.0:
             found, seen.events = seen.events, []
-            return found
+            return self._read_since_query(found)
         if timeout > 0.0:  # the engine's wait: one round trip reads every QP
             self.device.watch(timeout)
             found, seen.events = seen.events, []
-            return found
+            return self._read_since_query(found)
         early, seen.events = seen.events, []
-        return early + [wire.to_event(e) for e in self._call("events", 0.0)]
+        return self._read_since_query(
+            early + [wire.to_event(e) for e in self._call("events", 0.0)])
 
     def destroy(self) -> None:
         if self.closed:
