@@ -30,7 +30,7 @@ from typing import Any
 from fixtures.seeds import RUN_ID_ENV
 from reports.atomic import ReportWriteError, write_atomic_many
 from reports.divergence import read_divergences
-from reports.junit import merge_junit, read_junit
+from reports.junit import read_junit
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
 from vm.host_engine import LONE_SUITES, PAIR_SUITES
@@ -248,7 +248,7 @@ class Plan:
     stop_at_first: bool = True
     workers: int = 2
     baseline: bool = True  #: gate the unmodified rebuild first (it must pass)
-    host_engine: bool = True  #: lone-QP suites on this host (with the default selection)
+    host_engine: bool = True  #: every suite on this host (with the default selection)
 
     @property
     def uses_host_engine(self) -> bool:
@@ -310,22 +310,20 @@ def _vm_options(plan: Plan, release: str, ko: Path, log_dir: Path) -> list[str]:
 
 
 def gate_command(plan: Plan, release: str, ko: Path, out_dir: Path,
-                 part: str = "all", run: str = "") -> list[str]:
-    """The ``qpconform vm`` command line of one part of the gate of module ``ko`` (records
-    in ``out_dir``): ``all`` runs plan.pytest_args inside the guest, ``lone`` the lone-QP
-    suites on this host against the guest's executor (``--host-engine``), ``pair`` the
-    pair suites inside the guest; ``run`` makes the parts one run's records."""
-    if part == "lone":
+                 on_host: bool = False, run: str = "") -> list[str]:
+    """The ``qpconform vm`` command line of the gate of module ``ko`` (records in
+    ``out_dir``): plan.pytest_args inside the guest, or (`on_host`) every suite on this
+    host against the guest's executor (``--host-engine``), the lone-QP suites first;
+    ``run``: the run id of its records."""
+    if on_host:
         sessions = max(plan.workers, 1)
-        host_pytest = [sys.executable, "-m", "pytest", *LONE_SUITES,
-                       *_pytest_options(plan, out_dir / "junit-host.xml",
+        host_pytest = [sys.executable, "-m", "pytest", *LONE_SUITES, *PAIR_SUITES,
+                       *_pytest_options(plan, out_dir / "junit.xml",
                                         ["--device", f"{drivers.spec(plan.driver).name}0"])]
         return [*_vm_options(plan, release, ko, out_dir / "host-engine"),
                 "--host-engine", str(sessions), "--", *host_pytest]
-    selection = list(PAIR_SUITES) if part == "pair" else list(plan.pytest_args)
-    junit = out_dir / ("junit-guest.xml" if part == "pair" else "junit.xml")
-    guest_pytest = ["python3", "-m", "pytest", *selection,
-                    *_pytest_options(plan, junit, device_args(plan.driver))]
+    guest_pytest = ["python3", "-m", "pytest", *plan.pytest_args,
+                    *_pytest_options(plan, out_dir / "junit.xml", device_args(plan.driver))]
     env = [f"QPCONFORM_OUT_DIR={out_dir}"] + ([f"{RUN_ID_ENV}={run}"] if run else [])
     return [*_vm_options(plan, release, ko, out_dir),
             *[arg for pair in env for arg in ("--env", pair)], "--", *guest_pytest]
@@ -336,34 +334,20 @@ def run_id_of_gate(release: str, gate_id: str) -> str:
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{release}-{gate_id}-{os.getpid()}"
 
 
-def _run_part(plan: Plan, release: str, ko: Path, out_dir: Path, part: str, run: str) -> int:
-    """One VM boot of the gate; its console goes to out_dir/console[-part].txt."""
-    cmd = gate_command(plan, release, ko, out_dir, part, run)
-    env = dict(os.environ, QPCONFORM_OUT_DIR=str(out_dir), **{RUN_ID_ENV: run})  # host part
-    name = "console.txt" if part == "all" else f"console-{part}.txt"
-    with open(out_dir / name, "w") as console:
-        return subprocess.run(
-            cmd, cwd=PROJECT, env=env, stdout=console, stderr=subprocess.STDOUT
-        ).returncode
-
-
 def gate(plan: Plan, release: str, run_id: str, ko: Path) -> tuple[int, float, Path]:
-    """The suite against module ``ko``; records in out_root/release/run_id. With the host
-    engine, the lone-QP suites run first (3.4x faster under TCG, where most mutants are
-    caught) and the pair suites in a second boot only when the first part passed, or when
-    every test must run."""
+    """The suite against module ``ko`` in one VM boot (with the host engine, about 2x
+    faster under TCG); records in out_root/release/run_id, the console in console.txt."""
     out_dir = plan.out_root / release / run_id
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     started = time.monotonic()
     run = run_id_of_gate(release, run_id)
-    if not plan.uses_host_engine:
-        status = _run_part(plan, release, ko, out_dir, "all", run)
-        return status, time.monotonic() - started, out_dir
-    status = _run_part(plan, release, ko, out_dir, "lone", run)
-    if status == 0 or not plan.stop_at_first:
-        status = _run_part(plan, release, ko, out_dir, "pair", run) or status
-    merge_junit([out_dir / "junit-host.xml", out_dir / "junit-guest.xml"], out_dir / "junit.xml")
+    cmd = gate_command(plan, release, ko, out_dir, plan.uses_host_engine, run)
+    env = dict(os.environ, QPCONFORM_OUT_DIR=str(out_dir), **{RUN_ID_ENV: run})  # host engine
+    with open(out_dir / "console.txt", "w") as console:
+        status = subprocess.run(
+            cmd, cwd=PROJECT, env=env, stdout=console, stderr=subprocess.STDOUT
+        ).returncode
     return status, time.monotonic() - started, out_dir
 
 

@@ -4,17 +4,15 @@
 #   scripts/conformance.sh [--device NAME] [extra pytest options...]
 #
 # With --device (or a device in /sys/class/infiniband) the suites run on this host.
-# Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use,
-# in two parts of one run (one report) and one boot: the lone-QP suites with their engine on this
-# host and the device behind the guest's executor (qpconform vm --host-engine: 3.4x faster under
-# TCG), then the pair suites inside the guest (--then-in-guest); QPCONFORM_HOST_ENGINE=0 runs
-# everything inside.
-# Extra pytest options go to both parts.
+# Without one, they run against SoftRoCE rxe0 in a QEMU VM (qpconform vm), built on first use:
+# pytest and its engine on this host, the device behind the guest's executor, one session per
+# xdist worker (qpconform vm --host-engine: about 2x faster than the whole run inside under TCG);
+# QPCONFORM_HOST_ENGINE=0 runs everything inside.
+# Extra options go to pytest.
 # QPCONFORM_RELEASE=trixie picks Debian 13 (Linux 6.12) instead of bookworm (Linux 6.1);
 # QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
 # QPCONFORM_DRIVER=siw runs against Soft-iWARP siw0 (built out of tree; pairs span siw0 -> siw1,
-# connected through rdma_cm) instead of rxe0, in one part inside the guest: its lone-QP suites
-# take 8 of 168 s there (iWARP QPs are RC only), so a second boot would cost more than it saves.
+# connected through rdma_cm, which the executor does not serve) instead of rxe0, inside the guest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 driver="${QPCONFORM_DRIVER:-rxe}"  # the VM's device, when this host has none
@@ -51,35 +49,20 @@ user_xdist=""
 case " $* " in *" -n "*|*" --numprocesses"*|*" -p no:xdist "*) workers=0; user_xdist=1 ;; esac
 [ "$workers" -ge 2 ] && suite_args+=(-n "$workers")
 
-# The VM run in two parts of one run: QPCONFORM_RUN_ID makes their records one run's, and a
-# random profile's seed is chosen here so both parts (and the replay line) share it.
+# In the VM (rxe): every suite on this host against the guest's executor, one session per worker:
+# the lone-QP suites first (where a broken driver is caught soonest), then the pair suites.
 lone_suites=(suites/test_transitions.py suites/test_attributes.py suites/test_post_rules.py
              suites/test_stateful.py)
 pair_suites=(suites/test_error_handling.py suites/test_drain.py suites/test_operations.py
              suites/test_srq.py suites/test_shared_cq.py suites/test_traffic_stateful.py)
-run_in_two_parts() {
-    local common=(--hypothesis-profile "$profile" --alluredir "$out/allure-results"
-                  -p no:cacheprovider "$@")
-    case " $* " in
-        *" --hypothesis-seed"*) ;;
-        *) [ "$profile" != ci ] && common+=(--hypothesis-seed "$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')") ;;
-    esac
+run_with_host_engine() {
     local sessions=1 xdist=()
     if [ "$workers" -ge 2 ]; then sessions=$workers; xdist=(-n "$workers"); fi
-    export QPCONFORM_RUN_ID
-    QPCONFORM_RUN_ID="$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' ')"
-    # one boot: the guest serves the sessions, then runs the pair suites once they ended
-    local inside
-    inside="$(printf '%q ' python3 -m pytest "${vm_devices[@]}" "${pair_suites[@]}" "${common[@]}" \
-              "${xdist[@]}" --junitxml "$out/junit-guest.xml")"
-    echo "qpconform: one boot, two parts: the lone-QP suites with their engine on this host against $vm_device in the VM, then the pair suites inside it (each part's verdict line covers its own suites; the run's comes at the end)"
-    qpconform vm "${vm_args[@]}" --env "QPCONFORM_RUN_ID=$QPCONFORM_RUN_ID" \
-        --host-engine "$sessions" --then-in-guest "$inside" -- \
-        python -m pytest --device "$vm_device" "${lone_suites[@]}" "${common[@]}" "${xdist[@]}" \
-        --junitxml "$out/junit-host.xml"
-    local status=$?
-    python -m reports.junit "$out/junit.xml" "$out/junit-host.xml" "$out/junit-guest.xml"
-    return "$status"
+    echo "qpconform: the suites run on this host, their engine here and $vm_device behind the guest's executor"
+    qpconform vm "${vm_args[@]}" --host-engine "$sessions" -- \
+        python -m pytest --device "$vm_device" "${lone_suites[@]}" "${pair_suites[@]}" \
+        --hypothesis-profile "$profile" --junitxml "$out/junit.xml" --alluredir "$out/allure-results" \
+        -p no:cacheprovider "$@" "${xdist[@]}"
 }
 
 if [ -n "$device" ]; then
@@ -100,7 +83,7 @@ else
         qpconform vm "${vm_args[@]}" -- python3 -m pytest "${vm_devices[@]}" "${suite_args[@]}"
         status=$?
     else
-        run_in_two_parts "$@"
+        run_with_host_engine "$@"
         status=$?
     fi
 fi

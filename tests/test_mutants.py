@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -272,63 +273,56 @@ def _parts_of(cmd: list[str]) -> tuple[list[str], list[str]]:
     return cmd[:at], cmd[at + 1:]
 
 
-def test_gate_lone_part_runs_the_lone_suites_here_against_the_guest(tmp_path):
-    """The host engine's part: this host's pytest on the lone-QP suites, one executor
-    session per worker, the first device alone (a pair never crosses the wire), its logs
-    and junit file apart from the guest part's."""
+def test_gate_on_host_runs_every_suite_here_against_the_guest_lone_ones_first(tmp_path):
+    """The host engine's gate: this host's pytest on every suite (the lone-QP ones first,
+    where most mutants are caught), one executor session per worker, the first device alone
+    (the executor's pairs are loopback pairs), its logs apart."""
     out, ko = tmp_path / "out", tmp_path / "siw.ko"
-    vm, host = _parts_of(run.gate_command(run.Plan(driver="siw"), "bookworm", ko, out, "lone"))
+    vm, host = _parts_of(run.gate_command(run.Plan(driver="siw"), "bookworm", ko, out, True))
     assert vm[vm.index("--host-engine") + 1] == "2"
     assert vm[vm.index("--module") + 1] == str(ko)
     assert vm[vm.index("--log-dir") + 1] == str(out / "host-engine")
     assert host[:3] == [run.sys.executable, "-m", "pytest"]
-    assert tuple(host[3:3 + len(run.LONE_SUITES)]) == run.LONE_SUITES
+    suites = run.LONE_SUITES + run.PAIR_SUITES
+    assert tuple(host[3:3 + len(suites)]) == suites
     assert host[host.index("--device") + 1] == "siw0" and "--peer-device" not in host
-    assert f"--junitxml={out / 'junit-host.xml'}" in host and "--maxfail=1" in host
+    assert f"--junitxml={out / 'junit.xml'}" in host and "--maxfail=1" in host
 
 
-def test_gate_pair_part_runs_the_pair_suites_inside_as_the_same_run(tmp_path):
+def test_gate_in_guest_runs_the_selection_inside_as_its_run(tmp_path):
     out = tmp_path / "out"
-    vm, guest = _parts_of(run.gate_command(run.Plan(), "bookworm", tmp_path / "k.ko", out,
-                                           "pair", "RUN-1"))
+    plan = run.Plan(pytest_args=("suites/test_srq.py",))
+    vm, guest = _parts_of(run.gate_command(plan, "bookworm", tmp_path / "k.ko", out, False,
+                                           "RUN-1"))
     assert "--host-engine" not in vm
     assert "QPCONFORM_RUN_ID=RUN-1" in vm and f"QPCONFORM_OUT_DIR={out}" in vm
-    assert guest[:3] == ["python3", "-m", "pytest"]
-    assert tuple(guest[3:3 + len(run.PAIR_SUITES)]) == run.PAIR_SUITES
-    assert f"--junitxml={out / 'junit-guest.xml'}" in guest
-
-
-JUNIT = '<testsuite name="{name}" time="2.0"><testcase classname="{name}" name="t"/></testsuite>'
+    assert guest[:4] == ["python3", "-m", "pytest", "suites/test_srq.py"]
+    assert f"--junitxml={out / 'junit.xml'}" in guest
 
 
 @pytest.mark.parametrize(
-    ("plan", "lone_status", "parts"),
+    ("plan", "on_host"),
     [
-        (run.Plan(), 1, ["lone"]),  # caught by the lone suites: no second boot
-        (run.Plan(), 0, ["lone", "pair"]),
-        (run.Plan(stop_at_first=False), 1, ["lone", "pair"]),  # --all-tests runs both
-        (run.Plan(host_engine=False), 0, ["all"]),  # --in-guest
-        (run.Plan(pytest_args=("suites/test_srq.py",)), 0, ["all"]),  # a selection of yours
+        (run.Plan(), True),
+        (run.Plan(host_engine=False), False),  # --in-guest
+        (run.Plan(pytest_args=("suites/test_srq.py",)), False),  # a selection of yours
+        (run.Plan(driver="siw"), False),  # rdma_cm pairs: inside
     ],
 )
-def test_gate_runs_the_pair_part_only_when_it_can_matter(tmp_path, monkeypatch, plan,
-                                                         lone_status, parts):
+def test_gate_boots_once_with_the_engine_where_the_plan_says(tmp_path, monkeypatch, plan,
+                                                            on_host):
     plan.out_root = tmp_path
-    ran: list[tuple[str, str]] = []
+    ran: list[list[str]] = []
 
-    def fake_part(plan, release, ko, out_dir, part, run_id):
-        ran.append((part, run_id))
-        name = {"lone": "junit-host.xml", "pair": "junit-guest.xml"}.get(part, "junit.xml")
-        (out_dir / name).write_text(JUNIT.format(name=part))
-        return lone_status if part == "lone" else 0
+    def fake_run(cmd, **kwargs):
+        ran.append(cmd)
+        return subprocess.CompletedProcess(cmd, 3)
 
-    monkeypatch.setattr(run, "_run_part", fake_part)
+    monkeypatch.setattr(run.subprocess, "run", fake_run)
     status, _, out_dir = run.gate(plan, "bookworm", "m1", tmp_path / "k.ko")
-    assert [part for part, _ in ran] == parts
-    assert len({run_id for _, run_id in ran}) == 1 and "m1" in ran[0][1]  # one run
-    assert status == (lone_status if parts[0] == "lone" else 0)
-    suites = run.read_junit(out_dir / "junit.xml")
-    assert suites.passed == len(parts)  # the parts' junit files merged into the gate's
+    assert status == 3 and len(ran) == 1
+    assert ("--host-engine" in ran[0]) is on_host
+    assert (out_dir / "console.txt").is_file()
 
 
 def test_cli_in_guest_reaches_the_plan(monkeypatch):

@@ -1,11 +1,11 @@
 """`qpconform vm --host-engine` end to end (boots the VM; set QPCONFORM_VM_TESTS=1): pytest
-runs lone-QP suites on this host, each xdist worker against its own executor session in
-the guest, with the same verdict rules as a run inside; two such runs of the ci profile
-give the same verdict and divergences (`qpconform report --same`: the main job runs the
-lone machine this way, scripts/conformance.sh part 1); a session nobody opens is ended by
-the runner, so the guest powers off at once instead of waiting out the executor's 600 s
-for a host; --then-in-guest runs inside the same guest once the host's COMMAND ended (the
-main job's pair suites). One boot for all of it. The five-run measurement of the whole suite is
+runs suites on this host, each xdist worker against its own executor session in the
+guest, with the same verdict rules as a run inside; two such runs of the ci profile (the
+lone and the traffic machine, lone QPs and pairs) give the same verdict and divergences
+(`qpconform report --same`: the main job runs every suite this way); a session nobody
+opens is ended by the runner, so the guest powers off at once instead of waiting out the
+executor's 600 s for a host; --then-in-guest runs inside the same guest once the host's
+COMMAND ended. One boot for all of it. The five-run measurement of the whole suite is
 `scripts/determinism.sh` (docs/measured.md)."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ set -- $(echo "$QPCONFORM_EXECUTORS" | tr , ' ')
 for run in 1 2; do
     if [ $run = 1 ]; then sessions="$1,$2"; else sessions="$3,$4"; fi
     QPCONFORM_OUT_DIR="$OUT/run$run" "$py" -m pytest suites/test_stateful.py \
-        suites/test_post_rules.py --device rxe0 -n 2 --executor "$sessions" \
+        suites/test_post_rules.py suites/test_traffic_stateful.py --device rxe0 -n 2 \
+        --executor "$sessions" \
         --hypothesis-profile ci -p no:cacheprovider -q > "$OUT/run$run.log" 2>&1
     echo "RUN-$run $?"
 done

@@ -12,7 +12,7 @@ powers off when every session has ended and the executor's leak check has run; a
 session COMMAND never opened is ended here, so the guest does not wait for it.
 
 `--then-in-guest 'SHELL COMMAND'` runs inside the same guest once every session and COMMAND
-ended (scripts/conformance.sh: the pair suites, no second boot).
+ended (what must run where the device is, without a second boot).
 
 Exit status: COMMAND's when it failed, else the guest's (a leak, a kernel crash, a
 timeout, the part inside: vm/runner.py's statuses).
@@ -40,9 +40,10 @@ from vm import runner
 from vm.executor_vm import EXECUTORS_ENV as ENV
 from vm.executor_vm import served, session_ports
 
-#: The suites whose tests each drive lone QPs, run with their engine on this host, and the
-#: ones whose tests need a pair of QPs in one process, run inside the guest: together all of
-#: suites/ (scripts/conformance.sh names the same; tests/test_host_engine.py checks both).
+#: The suites whose tests each drive lone QPs, and the ones whose tests drive connected pairs
+#: (loopback pairs the executor builds): together all of suites/, the lone ones first where a
+#: run stops at its first failure (a broken driver is caught soonest by the transition sweep).
+#: scripts/conformance.sh names the same; tests/test_host_engine.py checks both.
 LONE_SUITES = ("suites/test_transitions.py", "suites/test_attributes.py",
                "suites/test_post_rules.py", "suites/test_stateful.py")
 PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
