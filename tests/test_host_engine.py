@@ -277,14 +277,16 @@ def test_lone_and_pair_suites_are_all_of_suites_and_the_main_command_names_the_s
 
 
 def test_the_main_command_and_the_mutant_gate_run_the_same_drivers_on_the_host() -> None:
-    """Which drivers' suites run with their engine here is decided in two places (the
-    script's case, mutants.run.HOST_ENGINE_DRIVERS): they must agree."""
+    """Which drivers' suites run with their engine here is decided in the script's case and
+    in vm.host_engine.HOST_ENGINE_DRIVERS (the mutant gate's and the soak's): they must
+    agree."""
     from mutants import run
 
+    assert run.HOST_ENGINE_DRIVERS is host_engine.HOST_ENGINE_DRIVERS
     script = (ROOT / "scripts" / "conformance.sh").read_text()
     cases = re.findall(r"^\s+(\w+)\) vm_device=.*host_engine=([01]) ;;", script, re.MULTILINE)
     assert {name for name, _ in cases} == {"rxe", "siw"}, cases
-    assert {name for name, on in cases if on == "1"} == set(run.HOST_ENGINE_DRIVERS)
+    assert {name for name, on in cases if on == "1"} == set(host_engine.HOST_ENGINE_DRIVERS)
 
 
 def test_the_main_command_names_the_drivers_it_can_run_in_the_vm() -> None:
@@ -373,3 +375,19 @@ def test_then_in_guest_needs_the_host_engine(capsys: pytest.CaptureFixture[str])
 
     assert cli.main(["vm", "--then-in-guest", "true", "--", "true"]) == 2
     assert "--then-in-guest goes with --host-engine N" in capsys.readouterr().err
+
+
+def test_a_run_on_a_local_device_needs_no_msgpack() -> None:
+    """The wire (msgpack) is imported only by a host-engine run: the plugin and every suite
+    load on a host without it (a run on this host's own device, or inside the guest)."""
+    code = ("import sys; sys.modules['msgpack'] = None\n"
+            "import importlib, pathlib\n"
+            "for m in ['fixtures.plugin', 'fixtures.device_fixtures', 'fixtures.stops',\n"
+            "          'fixtures.report_labels', 'fixtures.tap_output']:\n"
+            "    importlib.import_module(m)\n"
+            "for p in sorted(pathlib.Path('suites').glob('test_*.py')):\n"
+            "    importlib.import_module('suites.' + p.stem)\n"
+            "print('loaded without msgpack')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "loaded without msgpack" in result.stdout, result.stderr
