@@ -33,7 +33,7 @@ from reports.divergence import read_divergences
 from reports.junit import read_junit
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
-from vm.host_engine import LONE_SUITES, PAIR_SUITES
+from vm.host_engine import HOST_ENGINE_DRIVERS, LONE_SUITES, PAIR_SUITES
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -225,12 +225,6 @@ def judge(
         outcome.verdict, outcome.how = "detected", "guest kernel log (oops/WARN)"
         outcome.seconds_to_fail = seconds
     return outcome
-
-
-#: Drivers whose gate runs the lone-QP suites on this host first. Not siw: its lone suites
-#: take 8 of 168 s inside the guest (iWARP QPs are RC only), so the host part would only add
-#: a boot before the pair suites that catch its mutants.
-HOST_ENGINE_DRIVERS = frozenset({"rxe"})
 
 
 @dataclass

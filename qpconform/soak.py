@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ from typing import Any
 from reports import html
 from reports.divergence import read_divergences
 from reports.junit import read_junit
+from vm.host_engine import HOST_ENGINE_DRIVERS, HOST_ENGINE_SESSIONS, LONE_SUITES, PAIR_SUITES
 
 PROJECT = Path(__file__).resolve().parent.parent
 DRIVERS = ("rxe", "siw")
@@ -108,17 +110,34 @@ class SoakRun:
     out_dir: str = ""
 
 
-def pytest_command(target: Target, seed: int, profile: str, extra: list[str]) -> list[str]:
-    """The suite run inside the guest: the main job (scripts/conformance.sh) with a given seed."""
+def on_host(target: Target) -> bool:
+    """Does the main job run this target's suites with their engine on this host?"""
+    return target.driver in HOST_ENGINE_DRIVERS
+
+
+def pytest_command(target: Target, seed: int, profile: str, extra: list[str],
+                   python: str = "python") -> list[str]:
+    """The suite run of the main job (scripts/conformance.sh) with a given seed: on this host
+    against the guest's executor (rxe; `python`: this host's, with the project's packages),
+    or inside the guest (siw)."""
     device = f"{target.driver}0"
-    cmd = ["python3", "-m", "pytest", "suites/", "--device", device]
+    if on_host(target):
+        cmd = [python, "-m", "pytest", *LONE_SUITES, *PAIR_SUITES, "--device", device]
+    else:
+        cmd = ["python3", "-m", "pytest", "suites/", "--device", device]
     if target.driver == "siw":  # iWARP: a connection needs a second device
         cmd += ["--peer-device", f"{target.driver}1"]
     cmd += ["--hypothesis-profile", profile]
     if profile != DERANDOMIZED:
         cmd.append(f"--hypothesis-seed={seed}")
-    cmd += ["-n", "2", "-p", "no:cacheprovider", "-q", *extra]
+    cmd += ["-n", str(HOST_ENGINE_SESSIONS), "-p", "no:cacheprovider", "-q", *extra]
     return cmd
+
+
+def vm_options(target: Target) -> list[str]:
+    """`qpconform vm`'s options for the target's run (the executor sessions, on the host)."""
+    sessions = ["--host-engine", str(HOST_ENGINE_SESSIONS)] if on_host(target) else []
+    return ["--release", target.release, "--driver", target.driver, *sessions]
 
 
 @contextmanager
@@ -142,14 +161,17 @@ def run_one(target: Target, seed: int, profile: str, extra: list[str], root: Pat
     out_dir = root / f"{target.release}-{target.driver}-{seed}"
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    inner = pytest_command(target, seed, profile, [*extra, f"--junitxml={out_dir / 'junit.xml'}"])
-    cmd = [sys.executable, "-m", "qpconform", "vm", "--release", target.release,
-           "--driver", target.driver, "--timeout", str(timeout), "--log-dir", str(out_dir),
-           "--env", f"QPCONFORM_OUT_DIR={out_dir}", "--", *inner]
+    inner = pytest_command(target, seed, profile, [*extra, f"--junitxml={out_dir / 'junit.xml'}"],
+                           python=sys.executable)
+    # the records go to out_dir from wherever pytest runs (the host: its environment)
+    logs = out_dir / "vm" if on_host(target) else out_dir
+    cmd = [sys.executable, "-m", "qpconform", "vm", *vm_options(target), "--timeout",
+           str(timeout), "--log-dir", str(logs), "--env", f"QPCONFORM_OUT_DIR={out_dir}", "--",
+           *inner]
     started = time.monotonic()
     with open(out_dir / "console.txt", "w") as console:
-        status = subprocess.run(cmd, cwd=PROJECT, stdout=console,
-                                stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(cmd, cwd=PROJECT, stdout=console, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, QPCONFORM_OUT_DIR=str(out_dir))).returncode
     result = SoakRun(target.name, seed, exit_status=status,
                      wall_seconds=round(time.monotonic() - started, 1), out_dir=str(out_dir))
     summarise(result, out_dir)
@@ -162,7 +184,7 @@ def replay_command(target: Target, seed: int, profile: str, extra: list[str],
     """The command that replays one run: its seed and the batches each stateful test ran
     (the time budget would cut a replay's batches elsewhere: fixtures/seeds.py)."""
     more = ["--stateful-batches", batches] if batches else []
-    return (f"qpconform vm --release {target.release} --driver {target.driver} -- "
+    return (f"qpconform vm {' '.join(vm_options(target))} -- "
             + " ".join(pytest_command(target, seed, profile, [*extra, *more])))
 
 

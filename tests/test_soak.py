@@ -10,6 +10,7 @@ import pytest
 
 from qpconform import soak
 from reports.junit import read_junit
+from vm import host_engine
 
 
 def test_a_target_names_release_driver_and_runs() -> None:
@@ -30,17 +31,27 @@ def test_a_bad_target_says_what_is_allowed(bad: str) -> None:
 
 
 def test_each_run_is_the_main_job_with_its_seed() -> None:
-    rxe = soak.pytest_command(soak.Target("trixie", "rxe", 1), 408919583, "default", [])
-    assert "--hypothesis-seed=408919583" in rxe and "--device" in rxe and "rxe0" in rxe
+    """rxe: every suite on this host against the guest's executor, lone-QP suites first (as
+    scripts/conformance.sh); siw: inside the guest, its pairs across siw0 and siw1."""
+    rxe_target = soak.Target("trixie", "rxe", 1)
+    rxe = soak.pytest_command(rxe_target, 408919583, "default", [])
+    suites = list(host_engine.LONE_SUITES + host_engine.PAIR_SUITES)
+    assert rxe[:3] == ["python", "-m", "pytest"] and rxe[3:3 + len(suites)] == suites
+    assert "--hypothesis-seed=408919583" in rxe and rxe[rxe.index("--device") + 1] == "rxe0"
     assert "--peer-device" not in rxe and rxe[rxe.index("-n") + 1] == "2"
-    siw = soak.pytest_command(soak.Target("bookworm", "siw", 1), 1, "default", [])
+    assert soak.vm_options(rxe_target)[-2:] == ["--host-engine", "2"]  # a session per worker
+    siw_target = soak.Target("bookworm", "siw", 1)
+    siw = soak.pytest_command(siw_target, 1, "default", [])
+    assert siw[:4] == ["python3", "-m", "pytest", "suites/"]
     assert siw[siw.index("--peer-device") + 1] == "siw1"
+    assert "--host-engine" not in soak.vm_options(siw_target)
 
 
 def test_the_replay_command_names_the_batches_each_stateful_test_ran() -> None:
     rxe = soak.Target("trixie", "rxe", 1)
     replay = soak.replay_command(rxe, 7, "default", [], "lone=4,traffic-RC=3")
-    assert replay.startswith("qpconform vm --release trixie --driver rxe -- python3 -m pytest")
+    assert replay.startswith("qpconform vm --release trixie --driver rxe --host-engine 2 -- "
+                             "python -m pytest suites/test_transitions.py")
     assert replay.endswith("--hypothesis-seed=7 -n 2 -p no:cacheprovider -q "
                            "--stateful-batches lone=4,traffic-RC=3")
     assert "--stateful-batches" not in soak.replay_command(rxe, 7, "default", [], "")
