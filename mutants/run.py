@@ -33,7 +33,7 @@ from reports.divergence import read_divergences
 from reports.junit import read_junit
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
-from vm.host_engine import HOST_ENGINE_DRIVERS, LONE_SUITES, PAIR_SUITES
+from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -311,7 +311,7 @@ def gate_command(plan: Plan, release: str, ko: Path, out_dir: Path,
     ``run``: the run id of its records."""
     if on_host:
         sessions = max(plan.workers, 1)
-        host_pytest = [sys.executable, "-m", "pytest", *LONE_SUITES, *PAIR_SUITES,
+        host_pytest = [sys.executable, "-m", "pytest", *ALL_SUITES,
                        *_pytest_options(plan, out_dir / "junit.xml",
                                         ["--device", f"{drivers.spec(plan.driver).name}0"])]
         return [*_vm_options(plan, release, ko, out_dir / "host-engine"),

@@ -40,9 +40,11 @@ from typing import Any
 from reports import html
 from reports.divergence import read_divergences
 from reports.junit import read_junit
-from vm.host_engine import HOST_ENGINE_DRIVERS, HOST_ENGINE_SESSIONS, LONE_SUITES, PAIR_SUITES
+from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS
 
 PROJECT = Path(__file__).resolve().parent.parent
+#: pytest-xdist workers of each run (a host-engine run: one executor session each).
+WORKERS = 2
 DRIVERS = ("rxe", "siw")
 RELEASES = ("bookworm", "trixie", "trixie-backports")  # vm/image.py RELEASES (a self-test checks)
 DEFAULT_TARGETS = ("bookworm/rxe:5", "trixie/rxe:5", "trixie/siw:3")
@@ -122,7 +124,7 @@ def pytest_command(target: Target, seed: int, profile: str, extra: list[str],
     or inside the guest (siw)."""
     device = f"{target.driver}0"
     if on_host(target):
-        cmd = [python, "-m", "pytest", *LONE_SUITES, *PAIR_SUITES, "--device", device]
+        cmd = [python, "-m", "pytest", *ALL_SUITES, "--device", device]
     else:
         cmd = ["python3", "-m", "pytest", "suites/", "--device", device]
     if target.driver == "siw":  # iWARP: a connection needs a second device
@@ -130,13 +132,13 @@ def pytest_command(target: Target, seed: int, profile: str, extra: list[str],
     cmd += ["--hypothesis-profile", profile]
     if profile != DERANDOMIZED:
         cmd.append(f"--hypothesis-seed={seed}")
-    cmd += ["-n", str(HOST_ENGINE_SESSIONS), "-p", "no:cacheprovider", "-q", *extra]
+    cmd += ["-n", str(WORKERS), "-p", "no:cacheprovider", "-q", *extra]
     return cmd
 
 
 def vm_options(target: Target) -> list[str]:
     """`qpconform vm`'s options for the target's run (the executor sessions, on the host)."""
-    sessions = ["--host-engine", str(HOST_ENGINE_SESSIONS)] if on_host(target) else []
+    sessions = ["--host-engine", str(WORKERS)] if on_host(target) else []
     return ["--release", target.release, "--driver", target.driver, *sessions]
 
 

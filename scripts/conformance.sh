@@ -37,8 +37,9 @@ rm -rf "$out"
 mkdir -p "$out"
 profile="${QPCONFORM_PROFILE:-default}"
 [ -n "${CI:-}" ] && profile="${QPCONFORM_PROFILE:-ci}"
-suite_args=(suites/ --hypothesis-profile "$profile" --junitxml "$out/junit.xml"
-            --alluredir "$out/allure-results" -p no:cacheprovider "$@")
+# pytest's options but the selection (the same wherever the suites run)
+suite_options=(--hypothesis-profile "$profile" --junitxml "$out/junit.xml"
+               --alluredir "$out/allure-results" -p no:cacheprovider "$@")
 # pytest-xdist workers: one per core, at most 4 (and the VM's 2 vCPUs); QPCONFORM_WORKERS=0 runs
 # serially. Same verdict either way (each worker opens its own contexts and QPs; the records of
 # all workers make one report); -n 2 measured 1.74x faster in the TCG guest on 2 cores.
@@ -47,7 +48,8 @@ workers="${QPCONFORM_WORKERS:-$(nproc 2>/dev/null || echo 1)}"
 [ -z "$device" ] && [ "$workers" -gt 2 ] && workers=2
 user_xdist=""
 case " $* " in *" -n "*|*" --numprocesses"*|*" -p no:xdist "*) workers=0; user_xdist=1 ;; esac
-[ "$workers" -ge 2 ] && suite_args+=(-n "$workers")
+[ "$workers" -ge 2 ] && suite_options+=(-n "$workers")
+suite_args=(suites/ "${suite_options[@]}")
 
 # In the VM (rxe): every suite on this host against the guest's executor, one session per worker:
 # the lone-QP suites first (where a broken driver is caught soonest), then the pair suites.
@@ -56,13 +58,12 @@ lone_suites=(suites/test_transitions.py suites/test_attributes.py suites/test_po
 pair_suites=(suites/test_error_handling.py suites/test_drain.py suites/test_operations.py
              suites/test_srq.py suites/test_shared_cq.py suites/test_traffic_stateful.py)
 run_with_host_engine() {
-    local sessions=1 xdist=()
-    if [ "$workers" -ge 2 ]; then sessions=$workers; xdist=(-n "$workers"); fi
+    local sessions=1
+    [ "$workers" -ge 2 ] && sessions=$workers
     echo "qpconform: the suites run on this host, their engine here and $vm_device behind the guest's executor"
     qpconform vm "${vm_args[@]}" --host-engine "$sessions" -- \
         python -m pytest --device "$vm_device" "${lone_suites[@]}" "${pair_suites[@]}" \
-        --hypothesis-profile "$profile" --junitxml "$out/junit.xml" --alluredir "$out/allure-results" \
-        -p no:cacheprovider "$@" "${xdist[@]}"
+        "${suite_options[@]}"
 }
 
 if [ -n "$device" ]; then
@@ -83,7 +84,7 @@ else
         qpconform vm "${vm_args[@]}" -- python3 -m pytest "${vm_devices[@]}" "${suite_args[@]}"
         status=$?
     else
-        run_with_host_engine "$@"
+        run_with_host_engine
         status=$?
     fi
 fi

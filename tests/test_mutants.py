@@ -283,7 +283,7 @@ def test_gate_on_host_runs_every_suite_here_against_the_guest_lone_ones_first(tm
     assert vm[vm.index("--module") + 1] == str(ko)
     assert vm[vm.index("--log-dir") + 1] == str(out / "host-engine")
     assert host[:3] == [run.sys.executable, "-m", "pytest"]
-    suites = run.LONE_SUITES + run.PAIR_SUITES
+    suites = run.ALL_SUITES
     assert tuple(host[3:3 + len(suites)]) == suites
     assert host[host.index("--device") + 1] == "siw0" and "--peer-device" not in host
     assert f"--junitxml={out / 'junit.xml'}" in host and "--maxfail=1" in host

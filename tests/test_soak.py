@@ -35,7 +35,7 @@ def test_each_run_is_the_main_job_with_its_seed() -> None:
     scripts/conformance.sh); siw: inside the guest, its pairs across siw0 and siw1."""
     rxe_target = soak.Target("trixie", "rxe", 1)
     rxe = soak.pytest_command(rxe_target, 408919583, "default", [])
-    suites = list(host_engine.LONE_SUITES + host_engine.PAIR_SUITES)
+    suites = list(host_engine.ALL_SUITES)
     assert rxe[:3] == ["python", "-m", "pytest"] and rxe[3:3 + len(suites)] == suites
     assert "--hypothesis-seed=408919583" in rxe and rxe[rxe.index("--device") + 1] == "rxe0"
     assert "--peer-device" not in rxe and rxe[rxe.index("-n") + 1] == "2"

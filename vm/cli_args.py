@@ -179,8 +179,8 @@ def add_host_engine(add) -> None:  # type: ignore[no-untyped-def]
         "--then-in-guest",
         metavar="SHELL_COMMAND",
         help="with --host-engine: once every session ended, run SHELL_COMMAND inside the "
-        "same guest (with the --env variables) before it powers off: the pair suites of a "
-        "two-part run without a second boot; the exit status is the worst of the three",
+        "same guest (with the --env variables) before it powers off: a second part of the "
+        "run without a second boot; the exit status is the worst of the three",
     )
 
 

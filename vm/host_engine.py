@@ -49,14 +49,14 @@ LONE_SUITES = ("suites/test_transitions.py", "suites/test_attributes.py",
 PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
                "suites/test_operations.py", "suites/test_srq.py", "suites/test_shared_cq.py",
                "suites/test_traffic_stateful.py")
+#: Every suite in the order a host-engine run takes them.
+ALL_SUITES = LONE_SUITES + PAIR_SUITES
 
 #: Drivers whose suites run with their engine on this host (scripts/conformance.sh, the mutant
 #: gate, the soak). Not siw: its pairs are connected through rdma_cm, which the executor does
 #: not serve, and its lone-QP suites are 5% of its run. tests/test_host_engine.py checks the
 #: script names the same.
 HOST_ENGINE_DRIVERS = frozenset({"rxe"})
-#: The sessions (pytest-xdist workers) of those runs.
-HOST_ENGINE_SESSIONS = 2
 
 #: Seconds COMMAND may go on once the guest is gone (its sessions fail at once: it reports).
 AFTER_GUEST = 30.0
