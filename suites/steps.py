@@ -18,6 +18,7 @@ from models.enums import QPState, QPType
 from models.reach import reachable_states
 from models.variant import Variant
 from qpconform.engine.device import Device, UnsupportedQPType
+from qpconform.engine.hazards import HazardAvoided
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker, Unreachable
 from suites.cases import Case, Group, after_post_path
@@ -131,6 +132,7 @@ def run_group(
             pytest.skip(reason)
     failures: list[str] = []
     unreachable: list[str] = []
+    avoided: list[str] = []  # cases whose modify a known hazard kept unsent (recorded as known)
     ran, chain = 0, 0
     qp: CheckedQP | None = None
     try:
@@ -153,12 +155,17 @@ def run_group(
             except Unreachable as exc:  # judged (a known quirk) while bringing the QP up
                 unreachable.append(f"{case.id}: {exc}")
                 diverged = True
+            except HazardAvoided as exc:
+                avoided.append(f"{case.id}: {exc}")
+                diverged = True
             if diverged or not (reuse_refused and chain < REUSE_CHAIN and _refused_last(qp)):
                 failures += _destroy(qp, case.id)
                 qp = None
     finally:
         if qp is not None:
             failures += _destroy(qp, "last case")
+    if avoided and len(avoided) == ran and not failures:
+        pytest.skip(f"{avoided[0]}" + (f" (and {len(avoided) - 1} more)" if avoided[1:] else ""))
     if unreachable and len(unreachable) == ran and not failures:
         pytest.skip(f"not supported by this device: {unreachable[0].split(': ', 1)[1]}")
     failures += [f"{u} (its start state was reached by other cases)" for u in unreachable]

@@ -21,14 +21,16 @@ from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.device import VerbResult
+from qpconform.engine.hazards import HazardAvoided
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import Divergence, DivergenceList
 from tests import sequences
-from tests.fake_device import FakeDevice
+from tests.fake_device import Behaviour, FakeDevice
 from tests.fake_pair import FakePair
+from tests.oops_fake import Oops, RefusesSqdToSqd
 from tests.sequences import extra_bit_without_state, init_to_rts
 
 S = QPState
@@ -53,14 +55,19 @@ class Lone:
     kernel: str
     steps: Callable[[CheckedQP], None]
     breaks: str | None = None
+    behaviour: Callable[[], Behaviour] | None = None  # a driver's own code (no fault: "")
 
     def run(self) -> list[Divergence]:
-        device = FakeDevice([self.fault], kernel=self.kernel)
+        behaviour = self.behaviour() if self.behaviour else None
+        device = FakeDevice([self.fault] if self.fault else [], kernel=self.kernel,
+                            behaviour=behaviour)
         checker = Checker(device, quirks=rxe_quirks(self.kernel), sink=DivergenceList(),
                           settle_window=0.0, must_wait=0.0)
         try:
             self.steps(checker.open_qp(QPType.RC))
             checker.settle()
+        except HazardAvoided:  # a known hazard: the rest of the scenario was not sent
+            pass
         finally:
             checker.close()
         return checker.known
@@ -332,6 +339,28 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
          Pair("stale_sq_after_sqd_reset", K61, QPType.UD, reset_from(S.SQD))),
     ),
 }
+
+
+def sqd_to_sqd_with_max_dest(value: int) -> Callable[[CheckedQP], None]:
+    """Up to SQD (max_dest_rd_atomic 1 at RTR), then SQD->SQD setting it to `value`."""
+    def run(qp: CheckedQP) -> None:
+        qp.bring_to(S.SQD)
+        attrs, mask = qp.transition_attrs(S.SQD)
+        attrs["max_dest_rd_atomic"] = value
+        qp.modify(attrs, mask | Attr.MAX_DEST_RD_ATOMIC)
+
+    return run
+
+
+SQD_TO_SQD = "linux.transition.RC.SQD->SQD"
+# a hazard: the planted oops is never reached on 6.1 (recorded as known); a driver that
+# refuses the modify is still reported on 6.1 when the value does not grow (sent), and on
+# 6.12 when it does (outside the entry's range: sent)
+CASES["rxe.rd_atomic_grow_corrupts_memory"] = (
+    Lone("", K61, sqd_to_sqd_with_max_dest(16), behaviour=Oops),
+    (Lone("", K61, sqd_to_sqd_with_max_dest(1), SQD_TO_SQD, RefusesSqdToSqd),
+     Lone("", K612, sqd_to_sqd_with_max_dest(16), SQD_TO_SQD, RefusesSqdToSqd)),
+)
 
 
 def srq_qp_to_err(h: PairHarness) -> None:

@@ -17,6 +17,7 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
     quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
+    hazards.py  verbs a known driver bug turns into a crash: not sent (HazardAvoided)
     text.py     the words of every record (masks, errnos, expectations)
     lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
                 qpconform/machines/lone.py's QPMachine)

@@ -17,7 +17,7 @@ knows is on the wire; a flush after an automatic move to ERR on a pair), how an
 event nobody booked is judged (`unbooked_event_rule`), and how a record is
 worded (`record_verb`).
 
-At ~590 lines this is the one engine module over 500: `Engine` is one class whose
+At ~760 lines this is the one engine module over 500: `Engine` is one class whose
 steps (conclude, collect, wait, report what is missing) share its tracks and
 windows; what stands alone lives beside it (track.py, ledger.py, judge.py,
 choices.py, text.py).
@@ -39,6 +39,7 @@ from models.sources import Rule
 
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
+from .hazards import HazardAvoided, hazards_holding
 from .judge import DivergenceError, Judge
 from .ledger import QUEUES, Found, Required, event_rule
 from .park import Park
@@ -186,7 +187,10 @@ class Engine:
 
         Returns the step's index and the quirk that covered a wrong outcome (if any).
         """
+        given, mask = step.get("attrs"), step.get("mask")
         idx = self.log_step(track, exp, res, step, seen)
+        if res.accepted and exp.verb == "modify" and given is not None and mask is not None:
+            track.held.update(masked_attrs(given, Attr(int(mask))))
         known: Quirk | None = None
         if res.killed or not exp.allows(res.accepted, res.errno):
             tags = outcome_tags(res) + ([f"state={seen.name}"] if seen is not None else [])
@@ -209,6 +213,29 @@ class Engine:
         if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
             track.owe_quiet(idx, self._window("completion"))
         return idx, known
+
+    def avoid_hazard(
+        self, track: Track, exp: Expectation, attrs: dict[str, int], mask: Attr
+    ) -> None:
+        """Raise HazardAvoided, recording a known divergence, when a hazard of this run holds
+        for the modify about to be sent (qpconform/engine/hazards.py); else nothing."""
+        hazards = hazards_holding(
+            self.judge.quirks, track.held, track.model.state, attrs, mask, track.qp_type
+        )
+        if not hazards:
+            return
+        sent = masked_attrs(attrs, mask)
+        holds = ", ".join(f"{f}={v}" for f, v in sorted(track.held.items()) if f in sent)
+        d = self.divergence(
+            track, "hazard", exp.rule, len(track.steps), describe_expectation(exp),
+            f"not sent: a known hazard of this device (the QP holds {holds})",
+            [f"hazard={hazards[0].hazard}"], verb="modify", attrs=sent, mask=mask_names(mask),
+        )
+        quirk = next((q for q in hazards if q.matches(d)), None)
+        if quirk is None:  # its other conditions (QP types, ...) leave this modify out
+            return
+        self.judge.verdict(d, [])  # known; no step of the log is marked: nothing was sent
+        raise HazardAvoided(quirk, d)
 
     def moved(
         self, track: Track, before: QPState, after: QPState, step: int, modify: bool = False

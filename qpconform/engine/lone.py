@@ -118,6 +118,7 @@ class CheckedQP:
         overlap = self.checker.parking is not None and self.track.overlap_events(exp, draining)
         if not overlap and self.checker.serve_events(self.track, self.checker.must_wait):
             exp = self.model.modify(given, mask)  # what the wait delivered may change it
+        self.checker.avoid_hazard(self.track, exp, given, mask)
         res = self.handle.modify(given, mask)
         found = self.handle.query()
         self._conclude(exp, res, step, found.state)

@@ -233,6 +233,7 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
+        self.avoid_hazard(self.ends[side], exp, attrs, Attr(int(mask)))
         res = self.dev.end(side).modify(attrs, mask)
         self.note_end_flush(side, exp)
         self.cm_step(side, exp, res, step, resumed=held)

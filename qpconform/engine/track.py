@@ -38,6 +38,9 @@ class Track:
     history: list[tuple[int, str, str]] = field(default_factory=list)  # (step, from, to)
     #: accepted modifies to the state the QP was already in, e.g. RESET->RESET: (step, state)
     self_moves: list[tuple[int, str]] = field(default_factory=list)
+    #: what the device took from accepted modifies since the QP was created (a move to
+    #: RESET clears nothing: a driver keeps what it allocated): hazards read it
+    held: dict[str, int] = field(default_factory=dict)
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
     last_wqes: int = 0  # QP_LAST_WQE_REACHED claimed since the QP last entered ERR

@@ -38,6 +38,7 @@ from models.enums import STATES, Attr, QPState, QPType
 from models.reach import reachable_states
 from models.variant import LINUX, Variant
 from qpconform.engine.device import Device, UnsupportedQPType
+from qpconform.engine.hazards import HazardAvoided
 from qpconform.engine.judge import DivergenceError, StepRecorder
 from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
 from qpconform.engine.park import Park
@@ -231,7 +232,8 @@ class QPMachine(RuleBasedStateMachine):
         """The legal bring-up path to a state (valid attributes, exactly-required masks);
         nothing when no modify walk gets there (iwarp: RTS and beyond)."""
         if state in self._reachable(qp.qp_type):
-            with contextlib.suppress(Unreachable):  # a known quirk holds the QP (siw: ERR)
+            # a known quirk holds the QP (siw: ERR), or a known hazard keeps a modify unsent
+            with contextlib.suppress(Unreachable, HazardAvoided):
                 qp.bring_to(state)
 
     @rule(qp=qps, notify=st.booleans())
@@ -242,8 +244,8 @@ class QPMachine(RuleBasedStateMachine):
             return
         try:
             qp.bring_to(S.RTS)
-        except Unreachable:  # a known quirk holds the QP (irdma: no RESET->INIT after RESET)
-            return
+        except (Unreachable, HazardAvoided):  # a known quirk holds the QP (irdma: no
+            return  # RESET->INIT after RESET), or a known hazard kept a modify unsent
         mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
         attrs = qp.attrs_for(mask, S.SQD)
         attrs["en_sqd_async_notify"] = int(notify)
@@ -268,7 +270,8 @@ class QPMachine(RuleBasedStateMachine):
             values = boundary_values(field, self.device.caps)
             attrs[field] = data.draw(st.sampled_from(values), label=field)
         style = data.draw(st.sampled_from(UNMASKED_STYLES), label="unmasked")
-        qp.modify(qp.with_unmasked(attrs, mask, style), mask)
+        with contextlib.suppress(HazardAvoided):  # recorded as known; nothing was sent
+            qp.modify(qp.with_unmasked(attrs, mask, style), mask)
 
     # ------------------------------------------------------------------ other verbs
     @rule(qp=qps)
