@@ -246,10 +246,16 @@ class Plan:
 
     @property
     def uses_host_engine(self) -> bool:
-        """The default selection splits into the host part and the guest part; a selection
-        of your own runs as given, inside the guest."""
-        return (self.host_engine and tuple(self.pytest_args) == ("suites/",)
-                and self.driver in HOST_ENGINE_DRIVERS)
+        """pytest on this host against the guest's executor, as the main job runs (a
+        selection of your own too: it is what a shrink measurement times); --in-guest, or a
+        driver whose pairs need rdma_cm (siw), runs it inside."""
+        return self.host_engine and self.driver in HOST_ENGINE_DRIVERS
+
+    @property
+    def host_selection(self) -> tuple[str, ...]:
+        """What pytest runs on the host: every suite in host order (the lone-QP suites
+        first) for the default selection, else the selection as given."""
+        return ALL_SUITES if tuple(self.pytest_args) == ("suites/",) else self.pytest_args
 
     def selected(self, catalog: list[Mutant]) -> list[Mutant]:
         if self.only:
@@ -306,12 +312,12 @@ def _vm_options(plan: Plan, release: str, ko: Path, log_dir: Path) -> list[str]:
 def gate_command(plan: Plan, release: str, ko: Path, out_dir: Path,
                  on_host: bool = False, run: str = "") -> list[str]:
     """The ``qpconform vm`` command line of the gate of module ``ko`` (records in
-    ``out_dir``): plan.pytest_args inside the guest, or (`on_host`) every suite on this
-    host against the guest's executor (``--host-engine``), the lone-QP suites first;
-    ``run``: the run id of its records."""
+    ``out_dir``): plan.pytest_args inside the guest, or (`on_host`) on this host against
+    the guest's executor (``--host-engine``; plan.host_selection); ``run``: the run id of
+    its records."""
     if on_host:
         sessions = max(plan.workers, 1)
-        host_pytest = [sys.executable, "-m", "pytest", *ALL_SUITES,
+        host_pytest = [sys.executable, "-m", "pytest", *plan.host_selection,
                        *_pytest_options(plan, out_dir / "junit.xml",
                                         ["--device", f"{drivers.spec(plan.driver).name}0"])]
         return [*_vm_options(plan, release, ko, out_dir / "host-engine"),

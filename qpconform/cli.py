@@ -191,9 +191,9 @@ def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
                         "gated anyway, as in CI); every quirk a mutant matches then counts as "
                         "its own, so a survivor may read known-only")
     parser.add_argument("--in-guest", action="store_true",
-                        help="run the whole suite inside the guest (default: every suite "
-                        "with its engine on this host, the lone-QP suites first; a PYTEST_ARGS "
-                        "selection always runs inside)")
+                        help="run pytest inside the guest (default: on this host against "
+                        "the guest's executor, as the main job runs: every suite, the lone-QP "
+                        "suites first, or the PYTEST_ARGS selection; siw always inside)")
     parser.add_argument("--output", type=Path, default=Path("reports/out/mutants.json"))
     parser.set_defaults(func=_cmd_mutants)
 

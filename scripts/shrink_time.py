@@ -3,7 +3,8 @@
     qpconform mutants --no-baseline --only ID -- suites/test_stateful.py -p scripts.shrink_time
     .venv/bin/python scripts/shrink_time.py reports/out/mutants/bookworm/ID [...] [--json]
 
-Loaded as a pytest plugin (`-p scripts.shrink_time`, in the guest), it watches
+Loaded as a pytest plugin (`-p scripts.shrink_time`, where pytest runs: on the host
+against the guest's executor, as the gate runs it, or in the guest with --in-guest), it watches
 test_qp_state_machine: a Hypothesis statistics collector (Hypothesis' own
 --hypothesis-show-statistics sees only @given tests, not a machine run inside a plain
 test) and an observability callback (a wall-clock time, phase, status and, for a failing

@@ -289,6 +289,17 @@ def test_gate_on_host_runs_every_suite_here_against_the_guest_lone_ones_first(tm
     assert f"--junitxml={out / 'junit.xml'}" in host and "--maxfail=1" in host
 
 
+def test_gate_on_host_runs_a_selection_of_yours_as_given(tmp_path):
+    """A shrink measurement's selection (one suite, a plugin) runs on the host as the main
+    job does, not inside."""
+    plan = run.Plan(pytest_args=("suites/test_stateful.py", "-p", "scripts.shrink_time"))
+    assert plan.uses_host_engine
+    vm, host = _parts_of(run.gate_command(plan, "bookworm", tmp_path / "k.ko", tmp_path, True))
+    assert "--host-engine" in vm
+    assert host[3:6] == ["suites/test_stateful.py", "-p", "scripts.shrink_time"]
+    assert set(run.ALL_SUITES) & set(host) == {"suites/test_stateful.py"}
+
+
 def test_gate_in_guest_runs_the_selection_inside_as_its_run(tmp_path):
     out = tmp_path / "out"
     plan = run.Plan(pytest_args=("suites/test_srq.py",))
@@ -305,7 +316,7 @@ def test_gate_in_guest_runs_the_selection_inside_as_its_run(tmp_path):
     [
         (run.Plan(), True),
         (run.Plan(host_engine=False), False),  # --in-guest
-        (run.Plan(pytest_args=("suites/test_srq.py",)), False),  # a selection of yours
+        (run.Plan(pytest_args=("suites/test_srq.py",)), True),  # a selection of yours too
         (run.Plan(driver="siw"), False),  # rdma_cm pairs: inside
     ],
 )
