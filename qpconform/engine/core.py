@@ -39,7 +39,7 @@ from models.sources import Rule
 
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
-from .hazards import HazardAvoided, hazards_holding
+from .hazards import CONDITIONS, HazardAvoided, hazards_holding
 from .judge import DivergenceError, Judge
 from .ledger import QUEUES, Found, Required, event_rule
 from .park import Park
@@ -225,7 +225,8 @@ class Engine:
         if not hazards:
             return
         sent = masked_attrs(attrs, mask)
-        holds = ", ".join(f"{f}={v}" for f, v in sorted(track.held.items()) if f in sent)
+        compared = CONDITIONS[str(hazards[0].hazard)].fields
+        holds = ", ".join(f"{f}={track.held[f]}" for f in compared if f in track.held)
         d = self.divergence(
             track, "hazard", exp.rule, len(track.steps), describe_expectation(exp),
             f"not sent: a known hazard of this device (the QP holds {holds})",

@@ -18,6 +18,7 @@ and the modify about to be sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from models.enums import Attr, QPState, QPType
 from models.table import linux_table
@@ -26,7 +27,15 @@ from .quirks import Quirk, Quirks
 from .records import Divergence
 
 #: (held values, the model's state, attrs, mask, QP type) -> does the hazard hold?
-Condition = Callable[[Mapping[str, int], QPState, Mapping[str, int], Attr, QPType], bool]
+Test = Callable[[Mapping[str, int], QPState, Mapping[str, int], Attr, QPType], bool]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A hazard's test, and the held values it compares (the record names them)."""
+
+    holds: Test
+    fields: tuple[str, ...]
 
 
 class HazardAvoided(Exception):
@@ -68,7 +77,9 @@ def grows_max_dest_rd_atomic(
 
 
 #: Every name of quirks.HAZARDS and its condition (a test checks they agree).
-CONDITIONS: dict[str, Condition] = {"grows_max_dest_rd_atomic": grows_max_dest_rd_atomic}
+CONDITIONS: dict[str, Condition] = {
+    "grows_max_dest_rd_atomic": Condition(grows_max_dest_rd_atomic, ("max_dest_rd_atomic",)),
+}
 
 
 def hazards_holding(
@@ -82,5 +93,5 @@ def hazards_holding(
     """The run's hazard entries whose condition holds for this modify."""
     return [
         q for q in quirks
-        if q.hazard is not None and CONDITIONS[q.hazard](held, state, attrs, mask, qp_type)
+        if q.hazard is not None and CONDITIONS[q.hazard].holds(held, state, attrs, mask, qp_type)
     ]
