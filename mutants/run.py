@@ -33,7 +33,7 @@ from reports.divergence import read_divergences
 from reports.junit import read_junit
 from vm import driver_setup, drivers, image, prereqs, runner
 from vm.buildenv import BuildError
-from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS
+from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -242,13 +242,13 @@ class Plan:
     stop_at_first: bool = True
     workers: int = 2
     baseline: bool = True  #: gate the unmodified rebuild first (it must pass)
-    host_engine: bool = True  #: every suite on this host (with the default selection)
+    host_engine: bool = True  #: pytest on this host (False: --in-guest)
 
     @property
     def uses_host_engine(self) -> bool:
         """pytest on this host against the guest's executor, as the main job runs (a
-        selection of your own too: it is what a shrink measurement times); --in-guest, or a
-        driver whose pairs need rdma_cm (siw), runs it inside."""
+        selection of your own too: it is what a shrink measurement times); --in-guest runs
+        it inside."""
         return self.host_engine and self.driver in HOST_ENGINE_DRIVERS
 
     @property
@@ -275,19 +275,13 @@ def _note(msg: str) -> None:
     print(f"qpconform mutants: {msg}", file=sys.stderr, flush=True)
 
 
-#: Drivers whose pair tests need a second device: siw's iWARP pair is siw0 -> siw1, connected
-#: through rdma_cm (a QP cannot connect to its own device's address); rxe's pair tests run on
-#: rxe0 alone, as the measured runs did.
-TWO_DEVICE_DRIVERS = frozenset({"siw"})
-
-
 def device_args(driver: str) -> list[str]:
     """The suite's device options for ``driver``: ``--device <name>0``, and for a driver
     whose pairs span two devices ``--peer-device <name>1`` (the VM sets up both)."""
     name = drivers.spec(driver).name
     args = ["--device", f"{name}0"]
-    if driver in TWO_DEVICE_DRIVERS:
-        args += ["--peer-device", f"{name}1"]
+    if driver in PEER_DEVICE:  # siw's iWARP pair: siw0 -> siw1, connected through rdma_cm
+        args += ["--peer-device", PEER_DEVICE[driver]]
     return args
 
 

@@ -41,7 +41,8 @@ def _cmd_vm(args: argparse.Namespace) -> int:
         from vm import host_engine
 
         return host_engine.run(options, args.host_engine, f"{args.driver}0",
-                               then_in_guest=args.then_in_guest or "")
+                               then_in_guest=args.then_in_guest or "",
+                               peer=host_engine.PEER_DEVICE.get(args.driver))
     return runner.run_or_report(options)
 
 
@@ -193,7 +194,7 @@ def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--in-guest", action="store_true",
                         help="run pytest inside the guest (default: on this host against "
                         "the guest's executor, as the main job runs: every suite, the lone-QP "
-                        "suites first, or the PYTEST_ARGS selection; siw always inside)")
+                        "suites first, or the PYTEST_ARGS selection)")
     parser.add_argument("--output", type=Path, default=Path("reports/out/mutants.json"))
     parser.set_defaults(func=_cmd_mutants)
 

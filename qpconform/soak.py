@@ -40,7 +40,7 @@ from typing import Any
 from reports import html
 from reports.divergence import read_divergences
 from reports.junit import read_junit
-from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS
+from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
 
 PROJECT = Path(__file__).resolve().parent.parent
 #: pytest-xdist workers of each run (a host-engine run: one executor session each).
@@ -120,15 +120,15 @@ def on_host(target: Target) -> bool:
 def pytest_command(target: Target, seed: int, profile: str, extra: list[str],
                    python: str = "python") -> list[str]:
     """The suite run of the main job (scripts/conformance.sh) with a given seed: on this host
-    against the guest's executor (rxe; `python`: this host's, with the project's packages),
-    or inside the guest (siw)."""
+    against the guest's executor (`python`: this host's, with the project's packages; siw's
+    second device is the executor's), or inside the guest for a driver that does not run so."""
     device = f"{target.driver}0"
     if on_host(target):
         cmd = [python, "-m", "pytest", *ALL_SUITES, "--device", device]
     else:
         cmd = ["python3", "-m", "pytest", "suites/", "--device", device]
-    if target.driver == "siw":  # iWARP: a connection needs a second device
-        cmd += ["--peer-device", f"{target.driver}1"]
+        if target.driver in PEER_DEVICE:  # iWARP: a connection needs a second device
+            cmd += ["--peer-device", PEER_DEVICE[target.driver]]
     cmd += ["--hypothesis-profile", profile]
     if profile != DERANDOMIZED:
         cmd.append(f"--hypothesis-seed={seed}")

@@ -30,14 +30,15 @@ def serve_session(device: Any, conn: socket.socket, make_pair: Any = None) -> No
         conn.close()
 
 
-def fake_pairs(fault: str | None = None) -> Any:
-    """An executor's pair factory over tests/fake_pair.py's pairs, planting `fault`."""
+def fake_pairs(fault: str | None = None, iwarp: bool = False) -> Any:
+    """An executor's pair factory over tests/fake_pair.py's pairs, planting `fault`
+    (`iwarp`: pairs connected by establish(), as an iWARP executor's)."""
     from tests.fake_pair import FakePair
 
     def make(qp_type: Any, settings: Any, srq_sides: frozenset[str],
              shared_cq_sides: frozenset[str]) -> FakePair:
         return FakePair(qp_type, fault, settings=settings, srq_sides=srq_sides,
-                        shared_cq_sides=shared_cq_sides)
+                        shared_cq_sides=shared_cq_sides, iwarp=iwarp)
 
     return make
 

@@ -79,13 +79,15 @@ def _reconnect(h: PairHarness) -> None:
     _traffic(h)
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        _traffic, _err_by_modify, _no_receive, _bad_stag, _peer_destroyed, _reconnect,
-        _close_by_sqd, _terminate_by_sqe,
-    ],
-)
+#: Scenarios a clean iWARP pair passes (tests/test_remote_pair.py runs them through the
+#: executor too).
+CLEAN = [
+    _traffic, _err_by_modify, _no_receive, _bad_stag, _peer_destroyed, _reconnect,
+    _close_by_sqd, _terminate_by_sqe,
+]
+
+
+@pytest.mark.parametrize("scenario", CLEAN)
 def test_clean_fake_iwarp_pair_has_no_divergence(scenario):
     h = _harness()
     scenario(h)
@@ -108,15 +110,16 @@ def test_err_on_one_end_ends_the_connection_for_both():
     assert LLP_CLOSED.id in [st["expected"] for st in h.steps if st["verb"] == "wire"]
 
 
-@pytest.mark.parametrize(
-    ("fault", "scenario", "kind", "rule"),
-    [
-        ("close_not_seen", _err_with_nothing_posted, "state", LLP_CLOSED.id),
-        ("close_not_seen", _err_by_modify, "missing_completion", LLP_CLOSED.id),
-        ("close_without_flush", _err_by_modify, "missing_completion", LLP_CLOSED.id),
-        ("no_terminate", _no_receive, "missing_completion", NO_RECEIVE.id),
-    ],
-)
+#: (fault, scenario, kind, rule): each planted fault caught (through the executor too).
+PLANTED = [
+    ("close_not_seen", _err_with_nothing_posted, "state", LLP_CLOSED.id),
+    ("close_not_seen", _err_by_modify, "missing_completion", LLP_CLOSED.id),
+    ("close_without_flush", _err_by_modify, "missing_completion", LLP_CLOSED.id),
+    ("no_terminate", _no_receive, "missing_completion", NO_RECEIVE.id),
+]
+
+
+@pytest.mark.parametrize(("fault", "scenario", "kind", "rule"), PLANTED)
 def test_planted_iwarp_fault_is_caught(fault, scenario, kind, rule):
     h = _harness(fault)
     with pytest.raises(DivergenceError) as caught:

@@ -14,16 +14,18 @@ from typing import Any
 
 import pytest
 
-from models.enums import QPType
+from models.enums import QPState, QPType
 from models.pair import WireSettings
 from models.variant import LINUX
 from qpconform.adapters.remote_pair import RemotePair
 from qpconform.engine.connect import FAST
+from qpconform.engine.device import UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from tests import test_iwarp_pair as iwarp
 from tests import test_pair_suites_fake as suites_fake
 from tests import test_traffic_planted as planted
-from tests.fake_device import FakeDevice
+from tests.fake_device import SIW_CAPS, FakeDevice
 from tests.remote_fake import fake_pairs, remote
 from tests.rule_log import RuleLog
 
@@ -107,3 +109,56 @@ def test_the_pair_suites_pass_and_exercise_the_same_rules_through_the_executor()
         assert device.channel.by_verb["pair"] >= ran
         assert not device._qps, "every end the cases made was destroyed"
     assert set(log.rules) == set(suites_fake.pair_case_rules())
+
+
+# ------------------------------------------------------------------------------ iWARP
+@contextlib.contextmanager
+def _served_iwarp(fault: str | None = None) -> Iterator[Any]:
+    device = FakeDevice(variant="iwarp", caps=SIW_CAPS, qp_types=[QPType.RC])
+    with remote(device, fake_pairs(fault, iwarp=True)) as served:
+        yield served
+
+
+@pytest.mark.parametrize("scenario", iwarp.CLEAN, ids=lambda f: f.__name__)
+def test_an_iwarp_pair_is_connected_and_checked_through_the_executor(scenario) -> None:
+    """The executor connects the two idle ends (pair_establish, rdma_cm on siw); traffic,
+    ERR, Terminate, a destroyed peer, a reconnect: clean, as in this process."""
+    with _served_iwarp() as device:
+        h = PairHarness(RemotePair(device, QPType.RC, FAST), sink=None, time_scale=0.01,
+                        variant="iwarp")
+        h.connect()
+        assert [h.model.qp(s).state for s in "ab"] == [QPState.RTS, QPState.RTS]
+        scenario(h)
+        h.quiet(0.01)
+        h.finish()
+        assert h.known == []
+        h.dev.close()
+        assert device.channel.by_verb["pair_establish"] >= 1
+
+
+@pytest.mark.parametrize(("fault", "scenario", "kind", "rule"), iwarp.PLANTED)
+def test_a_planted_iwarp_fault_is_caught_through_the_executor(fault, scenario, kind, rule):
+    with _served_iwarp(fault) as device:
+        h = PairHarness(RemotePair(device, QPType.RC, FAST), sink=None, time_scale=0.01,
+                        variant="iwarp")
+        h.connect()
+        with pytest.raises(DivergenceError) as caught:
+            scenario(h)
+            h.quiet(0.01)
+        h.dev.close()
+    assert (caught.value.record.kind, caught.value.record.rule_id) == (kind, rule)
+
+
+def test_an_iwarp_executor_without_its_peer_device_says_how_to_start_it() -> None:
+    """A real iWARP device's executor started without --peer-device refuses pairs with the
+    fix (a reported skip), instead of a loopback pair rdma_cm cannot connect."""
+    from qpconform.adapters.executor import _pairs_on
+
+    class Rnic:
+        name = "siw0"
+
+        def identity(self) -> dict[str, str]:
+            return {"node_type": "RNIC"}
+
+    with pytest.raises(UnsupportedQPType, match=r"--peer-device.*--driver siw --host-engine"):
+        _pairs_on(Rnic())(QPType.RC, FAST, frozenset(), frozenset())

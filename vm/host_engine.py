@@ -53,10 +53,13 @@ PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
 ALL_SUITES = LONE_SUITES + PAIR_SUITES
 
 #: Drivers whose suites run with their engine on this host (scripts/conformance.sh, the mutant
-#: gate, the soak). Not siw: its pairs are connected through rdma_cm, which the executor does
-#: not serve, and its lone-QP suites are 5% of its run. tests/test_host_engine.py checks the
-#: script names the same.
-HOST_ENGINE_DRIVERS = frozenset({"rxe"})
+#: gate, the soak): both (siw's pairs are connected through rdma_cm by the executor across
+#: its two devices, PEER_DEVICE). tests/test_host_engine.py checks the script names the same.
+HOST_ENGINE_DRIVERS = frozenset({"rxe", "siw"})
+
+#: Drivers whose pairs span two devices connected through rdma_cm (iWARP): the executor
+#: opens the second one too (--peer-device) and connects each pair's ends there.
+PEER_DEVICE = {"siw": "siw1"}
 
 #: Seconds COMMAND may go on once the guest is gone (its sessions fail at once: it reports).
 AFTER_GUEST = 30.0
@@ -153,12 +156,12 @@ HOST_PART_END = 120
 
 
 def guest_command(device: str, ports: dict[str, Path], then_in_guest: str = "",
-                  host_ended: Path | None = None) -> list[str]:
-    """The guest's command: the executor serving `ports`, then `then_in_guest` (a shell
-    command) once every session ended and COMMAND on the host wrote `host_ended` (bounded
-    wait); the worse status of the two."""
+                  host_ended: Path | None = None, peer: str | None = None) -> list[str]:
+    """The guest's command: the executor serving `ports` (its iWARP pairs across `device`
+    and `peer`), then `then_in_guest` (a shell command) once every session ended and
+    COMMAND on the host wrote `host_ended` (bounded wait); the worse status of the two."""
     executor = ["python3", "-m", "qpconform.adapters.executor", "--device", device,
-                *served(ports)]
+                *(["--peer-device", peer] if peer else []), *served(ports)]
     if not then_in_guest:
         return executor
     wait = ""
@@ -175,10 +178,11 @@ def guest_command(device: str, ports: dict[str, Path], then_in_guest: str = "",
     return ["sh", "-c", script, then_in_guest]
 
 
-def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str = "") -> int:
-    """Boot the guest with `sessions` executor sessions serving `device`, run opts.command
-    here against them (and `then_in_guest` inside once they ended), and return the worse
-    of the statuses."""
+def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str = "",
+        peer: str | None = None) -> int:
+    """Boot the guest with `sessions` executor sessions serving `device` (and `peer`, the
+    second device of iWARP pairs), run opts.command here against them (and `then_in_guest`
+    inside once they ended), and return the worse of the statuses."""
     tmp = Path(tempfile.mkdtemp(prefix="qpconform-host-engine-"))
     ports = session_ports(tmp, sessions)
     host_ended = runner.log_dir_of(opts) / "host-part-ended" if then_in_guest else None
@@ -186,7 +190,7 @@ def run(opts: runner.VmOptions, sessions: int, device: str, then_in_guest: str =
         host_ended.unlink(missing_ok=True)
     guest = dataclasses.replace(
         opts,
-        command=guest_command(device, ports, then_in_guest, host_ended),
+        command=guest_command(device, ports, then_in_guest, host_ended, peer),
         ports={**opts.ports, **ports},
     )
     host = HostCommand(opts.command, list(ports.values()), host_ended)

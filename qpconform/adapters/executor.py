@@ -9,10 +9,11 @@ under 2 ms on the host; the verbs themselves cost tens of microseconds. So the e
 on the host (qpconform/adapters/remote_device.py) and only this loop runs in the guest
 (syzkaller's split of manager and executor).
 
-Connected pairs are built here too ("pair": a PyverbsPair on the device, loopback): their
-ends and bystanders are QPs like the others (modify, query, post, poll, events, destroy by
-id; a pair end's post_send carries its operation and planted fault), read after every
-request like the others.
+Connected pairs are built here too ("pair": a PyverbsPair on the device, loopback; with
+--peer-device, iWARP: across the two devices, connected through rdma_cm by
+"pair_establish"): their ends and bystanders are QPs like the others (modify, query, post,
+poll, events, destroy by id; a pair end's post_send carries its operation and planted
+fault), read after every request like the others.
 
 One request is a list ``[verb, *args]``, or ``["batch", [request, ...]]``, or
 ``["then", [earlier, ...], request]``: the earlier requests (the host's deferred destroys)
@@ -94,6 +95,7 @@ class Executor:
             "pair": self.pair,
             "pair_values": lambda p, side: self.pairs[p].values(side),
             "pair_recreate": self.pair_recreate,
+            "pair_establish": lambda p: self.pairs[p].establish(),  # type: ignore[attr-defined]
             "pair_close": self.pair_close,
             "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
             "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
@@ -350,6 +352,9 @@ def arguments(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", required=True, help="the RDMA device to serve (rxe0)")
     parser.add_argument("--port", type=int, default=None, help="its port (default: first)")
+    parser.add_argument("--peer-device", default=None,
+                        help="iWARP: the second device its pairs span, connected through "
+                        "rdma_cm (siw1); default: loopback pairs on --device")
     parser.add_argument("--port-name", action="append", default=[],
                         help="serve on this virtio-serial port (default: stdin/stdout); "
                         "repeat it for more host sessions, each served by its own process "
@@ -368,9 +373,12 @@ def main(
     where they were before (every session's QPs and pooled sets freed): 1 if not."""
     args = arguments(prog).parse_args(argv)
     _cache_loggers()
-    before = leaks.snapshot(args.device)
+    devices = [args.device, *([args.peer_device] if args.peer_device else [])]
+    counts = {name: leaks.snapshot(name) for name in devices}  # the peer: its iWARP pairs
     status = _serve_ports(args, extra)
-    grown = leaks.check(args.device, before)
+    found = {name: leaks.check(name, counts[name]) for name in devices}
+    grown = {name: leaked for name, leaked in found.items() if leaked}
+    before = counts[args.device]
     if before is None:
         print("qpconform executor: leak check: counts unknown (no rdma tool)", file=sys.stderr)
     elif grown:
@@ -385,20 +393,26 @@ def _serve_ports(
     args: argparse.Namespace, extra: Callable[[Device], dict[str, Callable[..., Any]]] | None,
 ) -> int:
     ports = args.port_name or [None]
+    # librdmacm opens a context on every device the first time a process uses it and keeps
+    # them until the process exits: with a peer device (iWARP pairs connect through rdma_cm)
+    # every session is served by a child, so the leak check below sees them closed
+    here = [] if args.peer_device and ports[0] is not None else ports[:1]
     children = []
-    for name in ports[1:]:
+    for name in ports[len(here):]:
         pid = os.fork()
         if pid == 0:  # the child serves its port and never returns into the caller
             code = 1
             try:
-                code = serve_session(args.device, args.port, name, extra)
+                code = serve_session(args.device, args.port, name, extra, args.peer_device)
             except BaseException:
                 traceback.print_exc()
             finally:
                 sys.stderr.flush()
                 os._exit(code)
         children.append(pid)
-    status = serve_session(args.device, args.port, ports[0], extra)
+    status = 0
+    for name in here:
+        status = serve_session(args.device, args.port, name, extra, args.peer_device)
     for pid in children:
         if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
             status = 1
@@ -416,8 +430,10 @@ def _cache_loggers() -> None:
 def serve_session(
     device_name: str, port: int | None, port_name: str | None,
     extra: Callable[[Device], dict[str, Callable[..., Any]]] | None = None,
+    peer_name: str | None = None,
 ) -> int:
-    """Open the device, say hello, serve until the host says bye or goes away."""
+    """Open the device (and the peer its iWARP pairs span), say hello, serve until the host
+    says bye or goes away."""
     from qpconform.adapters.pyverbs_device import open_device
 
     started = time.monotonic()
@@ -430,13 +446,30 @@ def serve_session(
             return 1
     else:
         fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
+    device = peer = None
     try:
         device = open_device(device_name, port, pool=POOL)
-        executor = Executor(device, extra(device) if extra else None, _pairs_on(device))
+        peer = open_device(peer_name, port) if peer_name else None
+        executor = Executor(device, extra(device) if extra else None, _pairs_on(device, peer))
         hello = executor.hello()
     except Exception as exc:
-        wire.write_frame(fd_out, ["err", "lost", f"{device_name}: {exc}"])
+        for opened in (peer, device):
+            if opened is not None:
+                opened.close()
+        wire.write_frame(fd_out, ["err", "lost", f"{peer_name if device else device_name}: "
+                                  f"{exc}"])
         return 1
+    try:
+        return _hello_and_serve(executor, hello, started, fd_in, fd_out, port_name)
+    finally:
+        if peer is not None:
+            peer.close()
+
+
+def _hello_and_serve(executor: Executor, hello: dict[str, Any], started: float, fd_in: int,
+                     fd_out: int, port_name: str | None) -> int:
+    """Say hello, then serve until the host says bye (the executor closes its device)."""
+    device = executor.device
     hello["startup_s"] = round(time.monotonic() - started, 3)
     if not send(fd_out, ["ok", hello, None]):
         print(f"qpconform executor: the host left port {port_name!r} before the hello",
@@ -447,15 +480,22 @@ def serve_session(
     return 0
 
 
-def _pairs_on(device: Any) -> PairFactory:
-    """Loopback pairs on the executor's device (a pair across two devices, or connected
-    through rdma_cm, runs where the devices are: qpconform vm -- pytest)."""
+def _pairs_on(device: Any, peer: Any = None) -> PairFactory:
+    """Loopback pairs on the executor's device, or with a `peer` (iWARP), pairs across the
+    two devices that "pair_establish" connects through rdma_cm."""
     from qpconform.adapters.pyverbs_pair import PyverbsPair
+
+    iwarp = device.identity().get("node_type") == "RNIC"  # connected through rdma_cm
 
     def make(qp_type: QPType, settings: WireSettings, srq_sides: frozenset[str],
              shared_cq_sides: frozenset[str]) -> PairDevice:
-        return PyverbsPair(qp_type, device, None, settings, srq_sides=srq_sides,
-                           shared_cq_sides=shared_cq_sides)
+        if iwarp and peer is None:
+            raise UnsupportedQPType(
+                f"an iWARP pair spans two devices: start the executor with --peer-device "
+                f"(qpconform vm --driver {device.name.rstrip('0123456789')} --host-engine N "
+                "does)")
+        return PyverbsPair(qp_type, device, peer, settings, iwarp=iwarp,
+                           srq_sides=srq_sides, shared_cq_sides=shared_cq_sides)
 
     return make
 

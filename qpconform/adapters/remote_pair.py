@@ -1,10 +1,9 @@
 """A connected pair served by the guest's executor (qpconform/adapters/executor.py builds a
-loopback PyverbsPair there): the PairDevice protocol for the pair engine on the host.
+PyverbsPair there: loopback, or with its peer device an iWARP pair connected through
+rdma_cm): the PairDevice protocol for the pair engine on the host.
 
 Its ends and bystanders are RemoteQPs of the session's RemoteDevice: every reply shows
 what they showed, and the engine's reads after a step cost no round trip, as for lone QPs.
-A pair across two devices, or connected through rdma_cm (iWARP), runs where the devices
-are (`qpconform vm -- pytest`).
 """
 
 from __future__ import annotations
@@ -80,7 +79,8 @@ class RemoteEnd(RemoteQP):
 
 
 class RemotePair:
-    """Two QPs of `qp_type` connected to each other on the guest's device (loopback)."""
+    """Two QPs of `qp_type` connected to each other in the guest (on its device, or iWARP:
+    across the executor's two devices)."""
 
     def __init__(
         self, device: RemoteDevice, qp_type: QPType, settings: WireSettings,
@@ -101,6 +101,11 @@ class RemotePair:
     def values(self, side: str) -> dict[str, int]:
         """Valid attrs to connect `side` to its peer (the executor's, with the pair's timers)."""
         return dict(self.device.call(["pair_values", self.pid, side]))
+
+    def establish(self) -> None:
+        """iWARP: the executor connects the two idle ends through rdma_cm (both enter RTS);
+        a failed connection is an error naming the step."""
+        self.device.call(["pair_establish", self.pid])
 
     def recreate(self, side: str) -> None:
         """A fresh end (RESET) replaces `side`'s."""
