@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from fixtures.selection import QUIRKS_DIR
-from models.enums import QPState, QPType
+from models.enums import Attr, QPState, QPType
+from models.outcomes import Expectation
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker, Unreachable
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import DivergenceList
-from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
+from tests.fake_device import IWARP_STYLES, SIW_CAPS, Behaviour, FakeDevice, FakeQP, Verdict
 from tests.sequences import (
     post_in_idle_then_err,
     recv_in_err,
@@ -305,3 +306,59 @@ def test_an_srq_qp_post_that_kills_the_process_is_known_and_an_accepted_one_is_n
     with pytest.raises(DivergenceError) as caught:
         case(make("srq_qp_post_recv_kills", rdma_core="57.0"), QPType.RC)
     assert "outcome=killed" in caught.value.record.tags
+
+
+class ErrorIsFinal(Behaviour):
+    """siw_qp_modify() in ERROR: no case, returns 0: every modify accepted, the QP stays."""
+
+    name = "siw-error-final"
+
+    def modify(self, qp: FakeQP, exp: Expectation, attrs: dict, mask: Attr) -> Verdict | None:
+        return Verdict(True, state=S.ERR) if qp.model.state == S.ERR else None
+
+
+def _unseen_final(kernel: str, through_err: bool) -> Checker:
+    """siw 6.1 (state reads RESET) whose ERROR is final: INIT (through ERR and RESET when
+    `through_err`), then INIT->RTS with STATE only, which the iwarp model refuses."""
+    device = FakeDevice(["query_state_unset"], variant="iwarp", caps=SIW_CAPS, qp_types=RC,
+                        kernel=kernel, behaviour=ErrorIsFinal(), **SIW)
+    checker = _checker(device, _quirks(kernel))
+    qp = checker.open_qp(QPType.RC)
+    try:
+        qp.bring_to(S.INIT)
+        if through_err:
+            qp.modify(*qp.transition_attrs(S.ERR))
+            qp.modify(*qp.transition_attrs(S.RESET))  # accepted; the QP stays in ERROR
+            qp.bring_to(S.INIT)
+        qp.modify({"qp_state": int(S.RTS)}, Attr.STATE)
+    finally:
+        checker.close()
+    return checker
+
+
+def test_an_unseen_final_error_accepting_a_refused_move_is_known_on_6_1() -> None:
+    known = {d.known_quirk for d in _unseen_final(K61, through_err=True).known}
+    assert "siw.err_is_final_unseen_accepts_any_modify" in known
+
+
+@pytest.mark.parametrize(("kernel", "through_err"), [(K61, False)], ids=["never-in-err"])
+def test_an_accepted_refused_move_without_err_before_is_not_masked(
+    kernel: str, through_err: bool
+) -> None:
+    """A QP that never went ERR->RESET accepting INIT->RTS is another bug (the fake accepts
+    it only through its query fault's neighbour: planted with accept_illegal_transition)."""
+    device = FakeDevice(["query_state_unset", "accept_illegal_transition"], variant="iwarp",
+                        caps=SIW_CAPS, qp_types=RC, kernel=kernel, **SIW)
+    checker = _checker(device, _quirks(kernel))
+    qp = checker.open_qp(QPType.RC)
+    with pytest.raises(DivergenceError) as caught:
+        qp.bring_to(S.INIT)
+        qp.modify({"qp_state": int(S.RTS)}, Attr.STATE)
+    checker.close()
+    assert caught.value.record.known_quirk is None
+    assert caught.value.record.rule_id.startswith("iwarp.transition.")
+
+
+def test_the_unseen_final_error_entry_is_6_1_only() -> None:
+    """6.12 reads the state: siw.err_is_final covers it there, at ERR->RESET."""
+    assert "siw.err_is_final_unseen_accepts_any_modify" in _quirks(K612).not_applicable
