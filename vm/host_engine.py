@@ -52,10 +52,14 @@ PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
 #: Every suite in the order a host-engine run takes them.
 ALL_SUITES = LONE_SUITES + PAIR_SUITES
 
-#: Drivers whose suites run with their engine on this host (scripts/conformance.sh, the mutant
-#: gate, the soak): both (siw's pairs are connected through rdma_cm by the executor across
-#: its two devices, PEER_DEVICE). tests/test_host_engine.py checks the script names the same.
-HOST_ENGINE_DRIVERS = frozenset({"rxe", "siw"})
+#: Drivers whose suites run with their engine on this host by default (scripts/conformance.sh,
+#: the mutant gate, the soak). Not siw yet, though the executor serves its pairs (PEER_DEVICE;
+#: QPCONFORM_HOST_ENGINE=1 runs it so, 2 min 3 s against 3 min 4 s inside): at 3x the lone
+#: machine's steps, a default-profile run on 6.1 meets the consequences of siw's final ERROR
+#: that 6.1's query_qp hides (a flush missing on a QP the model thinks left ERR), which the
+#: engine cannot follow yet (docs/measured.md, stop 42). tests/test_host_engine.py checks
+#: the script names the same.
+HOST_ENGINE_DRIVERS = frozenset({"rxe"})
 
 #: Drivers whose pairs span two devices connected through rdma_cm (iWARP): the executor
 #: opens the second one too (--peer-device) and connects each pair's ends there.
