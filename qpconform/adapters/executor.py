@@ -447,17 +447,20 @@ def serve_session(
     else:
         fd_in, fd_out = sys.stdin.fileno(), sys.stdout.fileno()
     device = peer = None
+    opening = device_name  # the device an error names
     try:
         device = open_device(device_name, port, pool=POOL)
-        peer = open_device(peer_name, port) if peer_name else None
+        if peer_name:
+            opening = peer_name
+            peer = open_device(peer_name, port)
+            opening = device_name
         executor = Executor(device, extra(device) if extra else None, _pairs_on(device, peer))
         hello = executor.hello()
     except Exception as exc:
         for opened in (peer, device):
             if opened is not None:
                 opened.close()
-        wire.write_frame(fd_out, ["err", "lost", f"{peer_name if device else device_name}: "
-                                  f"{exc}"])
+        wire.write_frame(fd_out, ["err", "lost", f"{opening}: {exc}"])
         return 1
     try:
         return _hello_and_serve(executor, hello, started, fd_in, fd_out, port_name)
