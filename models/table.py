@@ -268,6 +268,17 @@ class TransitionTable:
         """The entry for cur -> nxt, or None when the transition is invalid."""
         return self._entries.get((qp_type, cur, nxt))
 
+    def admits(self, cur: QPState, nxt: QPState, qp_type: QPType, mask: Attr) -> bool:
+        """drivers/infiniband/core/verbs.c ib_modify_qp_is_ok() over this table: CUR_STATE
+        only from RTR, RTS, SQD or SQE, then a valid pair, every required bit, no bit
+        outside required | optional | STATE (what gets past it reaches the driver's code)."""
+        if Attr.CUR_STATE in mask and cur not in CUR_STATE_ALLOWED_FROM:
+            return False
+        entry = self.lookup(qp_type, cur, nxt)
+        if entry is None:
+            return False
+        return mask & entry.required == entry.required and not int(mask) & ~int(entry.allowed)
+
     def targets(self, qp_type: QPType, cur: QPState) -> list[QPState]:
         """States reachable from cur by one modify, in ABI order."""
         targets = self._targets.get((qp_type, cur))

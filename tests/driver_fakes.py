@@ -33,7 +33,6 @@ from models.attributes import DeviceCaps, broken_value_rules
 from models.enums import MTU, STANDARD_BITS, AccessFlag, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, Outcome
 from models.sources import CORE, UVERBS
-from models.table import CUR_STATE_ALLOWED_FROM
 from models.variant import LINUX
 from qpconform.engine.device import AttrValues
 from tests.fake_device import ACCEPTED, Behaviour, FakeDevice, FakeQP, Verdict
@@ -78,18 +77,6 @@ def reaches_driver(qp: FakeQP, attrs: AttrValues, mask: Attr) -> tuple[Attr, dic
 
 class NotReached(Exception):
     """uverbs or the core refused the modify: the driver never saw it."""
-
-
-def ib_modify_qp_is_ok(cur: QPState, nxt: QPState, qp_type: QPType, mask: Attr) -> bool:
-    """drivers/infiniband/core/verbs.c ib_modify_qp_is_ok(): CUR_STATE only from RTR, RTS,
-    SQD or SQE, then qp_state_table[cur][next] (the model's transcription, models/table.py):
-    a valid pair, every required bit, no bit outside required | optional | STATE."""
-    if Attr.CUR_STATE in mask and cur not in CUR_STATE_ALLOWED_FROM:
-        return False
-    entry = _LINUX.lookup(qp_type, cur, nxt)
-    if entry is None:
-        return False
-    return mask & entry.required == entry.required and not int(mask) & ~int(entry.allowed)
 
 
 def ib_mtu_enum_to_int(mtu: int) -> int:
@@ -322,7 +309,7 @@ class BnxtRe(Driver):
         without STATE, and qp_attr->cur_qp_state is never read."""
         if Attr.STATE not in mask:
             return None
-        if ib_modify_qp_is_ok(qp.model.state, S(attrs["qp_state"]), qp.qp_type, mask):
+        if _LINUX.admits(qp.model.state, S(attrs["qp_state"]), qp.qp_type, mask):
             return None
         return _REFUSED
 
@@ -456,7 +443,7 @@ class Irdma(Driver):
         iwqp->ibqp.qp_type, attr_mask)) { ... ret = -EINVAL; goto exit; } ... } -- called only
         with STATE (this method too), from the QP's own state: attr->cur_qp_state is never
         read."""
-        if ib_modify_qp_is_ok(qp.model.state, S(attrs["qp_state"]), qp.qp_type, mask):
+        if _LINUX.admits(qp.model.state, S(attrs["qp_state"]), qp.qp_type, mask):
             return None
         return _REFUSED
 
@@ -553,7 +540,7 @@ class Efa(Driver):
         if verdict is not None:
             return verdict
         cur, nxt = _targets(attrs, mask, qp.model.state)
-        if not ib_modify_qp_is_ok(cur, nxt, T.UD, mask):
+        if not _LINUX.admits(cur, nxt, T.UD, mask):
             return None  # -EINVAL, as the model
         if Attr.PORT in mask and attrs["port_num"] != 1:
             return Verdict(False, errno.EOPNOTSUPP)  # never reached: uverbs refuses first

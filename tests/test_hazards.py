@@ -121,6 +121,13 @@ def test_what_the_qp_holds_survives_reset() -> None:
         (S.SQD, {"max_dest_rd_atomic": 16}, Attr.STATE, False),  # not in the mask
         (S.SQD, {"max_dest_rd_atomic": 2}, Attr.STATE | MAX_DEST, True),
         (S.SQD, {"max_dest_rd_atomic": 1}, Attr.STATE | MAX_DEST, False),
+        # INIT->RTR after a RESET (rxe keeps its array); with CUR_STATE the core refuses it
+        (S.INIT, {"max_dest_rd_atomic": 16, "qp_state": int(S.RTR)},
+         Attr.STATE | MAX_DEST | Attr.CUR_STATE | Attr.AV | Attr.PATH_MTU | Attr.DEST_QPN
+         | Attr.RQ_PSN | Attr.MIN_RNR_TIMER, False),
+        (S.INIT, {"max_dest_rd_atomic": 16, "qp_state": int(S.RTR)},
+         Attr.STATE | MAX_DEST | Attr.AV | Attr.PATH_MTU | Attr.DEST_QPN | Attr.RQ_PSN
+         | Attr.MIN_RNR_TIMER, True),
     ],
 )
 def test_the_condition_is_the_driver_storing_a_bigger_value(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from models.enums import Attr, QPState, QPType
-from models.table import linux_table
+from models.variant import LINUX
 
 from .quirks import Quirk, Quirks
 from .records import Divergence
@@ -51,17 +51,14 @@ class HazardAvoided(Exception):
 
 
 def reaches_driver(state: QPState, attrs: Mapping[str, int], mask: Attr, qp_type: QPType) -> bool:
-    """Does a modify get past the core's checks to the driver's own code? Only a transition
-    ib_modify_qp_is_ok() allows, with the mask its Linux table entry allows: any other is
-    refused before the driver stores a value (the model's Linux table)."""
+    """Does a modify get past the core's checks to the driver's own code? Only one
+    ib_modify_qp_is_ok() admits (the model's Linux table: LINUX.table.admits); any other is
+    refused before the driver stores a value."""
     cur = attrs["cur_qp_state"] if Attr.CUR_STATE in mask else int(state)
     nxt = attrs["qp_state"] if Attr.STATE in mask else cur
     if not QPState.RESET <= min(cur, nxt) <= max(cur, nxt) <= QPState.ERR:
         return False  # no such state: the core refuses it
-    entry = linux_table().lookup(qp_type, QPState(cur), QPState(nxt))
-    if entry is None:
-        return False
-    return mask & entry.required == entry.required and not int(mask) & ~int(entry.allowed)
+    return LINUX.table.admits(QPState(cur), QPState(nxt), qp_type, mask)
 
 
 def grows_max_dest_rd_atomic(
