@@ -22,6 +22,7 @@ from qpconform.engine.connect import FAST
 from qpconform.engine.device import UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from qpconform.engine.records import Divergence
 from tests import test_iwarp_pair as iwarp
 from tests import test_pair_suites_fake as suites_fake
 from tests import test_traffic_planted as planted
@@ -33,9 +34,34 @@ ALL = [QPType.RC, QPType.UC, QPType.UD]
 
 
 @contextlib.contextmanager
-def _served(fault: str | None = None) -> Iterator[Any]:
-    with remote(FakeDevice(), fake_pairs(fault)) as device:
-        yield device
+def _served(fault: str | None = None, variant: str = "linux") -> Iterator[Any]:
+    """A fake device and its pairs behind an executor thread, planting `fault` (iwarp: RC
+    pairs connected by establish(), as an iWARP executor's)."""
+    iwarp = variant == "iwarp"
+    device = (FakeDevice(variant="iwarp", caps=SIW_CAPS, qp_types=[QPType.RC]) if iwarp
+              else FakeDevice())
+    with remote(device, fake_pairs(fault, iwarp=iwarp)) as served:
+        yield served
+
+
+def _connected(device: Any, qp_type: QPType, variant: str = "linux") -> PairHarness:
+    """A harness over a pair the executor builds, connected."""
+    h = PairHarness(RemotePair(device, qp_type, FAST), sink=None, time_scale=0.01,
+                    variant=variant)
+    h.connect()
+    return h
+
+
+def _planted_record(fault: str, scenario: Any, qp_type: QPType,
+                    variant: str = "linux") -> Divergence:
+    """The divergence `scenario` meets through the executor on a pair planting `fault`."""
+    with _served(fault, variant) as device:
+        h = _connected(device, qp_type, variant)
+        with pytest.raises(DivergenceError) as caught:
+            scenario(h)
+            h.quiet(0.01)
+        h.dev.close()
+    return caught.value.record
 
 
 @pytest.mark.parametrize(
@@ -54,22 +80,15 @@ def _served(fault: str | None = None) -> Iterator[Any]:
 )
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_a_planted_fault_is_caught_through_the_executor(qp_type, fault, scenario, kind, rule):
-    with _served(fault) as device:
-        h = PairHarness(RemotePair(device, qp_type, FAST), sink=None, time_scale=0.01)
-        h.connect()
-        with pytest.raises(DivergenceError) as caught:
-            scenario(h)
-            h.quiet(0.01)
-        h.dev.close()
-    assert (caught.value.record.kind, caught.value.record.rule_id) == (kind, rule)
+    record = _planted_record(fault, scenario, qp_type)
+    assert (record.kind, record.rule_id) == (kind, rule)
 
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_the_tour_of_every_rule_is_clean_through_the_executor(qp_type) -> None:
     """Traffic, faults, ERR, RESET, SQD, destroy and recreate of an end, on a clean fake."""
     with _served() as device:
-        h = PairHarness(RemotePair(device, qp_type, FAST), sink=None, time_scale=0.01)
-        h.connect()
+        h = _connected(device, qp_type)
         planted._everything(h)
         h.quiet(0.01)
         h.finish()
@@ -112,21 +131,12 @@ def test_the_pair_suites_pass_and_exercise_the_same_rules_through_the_executor()
 
 
 # ------------------------------------------------------------------------------ iWARP
-@contextlib.contextmanager
-def _served_iwarp(fault: str | None = None) -> Iterator[Any]:
-    device = FakeDevice(variant="iwarp", caps=SIW_CAPS, qp_types=[QPType.RC])
-    with remote(device, fake_pairs(fault, iwarp=True)) as served:
-        yield served
-
-
 @pytest.mark.parametrize("scenario", iwarp.CLEAN, ids=lambda f: f.__name__)
 def test_an_iwarp_pair_is_connected_and_checked_through_the_executor(scenario) -> None:
     """The executor connects the two idle ends (pair_establish, rdma_cm on siw); traffic,
     ERR, Terminate, a destroyed peer, a reconnect: clean, as in this process."""
-    with _served_iwarp() as device:
-        h = PairHarness(RemotePair(device, QPType.RC, FAST), sink=None, time_scale=0.01,
-                        variant="iwarp")
-        h.connect()
+    with _served(variant="iwarp") as device:
+        h = _connected(device, QPType.RC, "iwarp")
         assert [h.model.qp(s).state for s in "ab"] == [QPState.RTS, QPState.RTS]
         scenario(h)
         h.quiet(0.01)
@@ -138,15 +148,8 @@ def test_an_iwarp_pair_is_connected_and_checked_through_the_executor(scenario) -
 
 @pytest.mark.parametrize(("fault", "scenario", "kind", "rule"), iwarp.PLANTED)
 def test_a_planted_iwarp_fault_is_caught_through_the_executor(fault, scenario, kind, rule):
-    with _served_iwarp(fault) as device:
-        h = PairHarness(RemotePair(device, QPType.RC, FAST), sink=None, time_scale=0.01,
-                        variant="iwarp")
-        h.connect()
-        with pytest.raises(DivergenceError) as caught:
-            scenario(h)
-            h.quiet(0.01)
-        h.dev.close()
-    assert (caught.value.record.kind, caught.value.record.rule_id) == (kind, rule)
+    record = _planted_record(fault, scenario, QPType.RC, "iwarp")
+    assert (record.kind, record.rule_id) == (kind, rule)
 
 
 def test_an_iwarp_executor_without_its_peer_device_says_how_to_start_it() -> None:
