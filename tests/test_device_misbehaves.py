@@ -95,3 +95,16 @@ def test_a_context_is_owned_before_anything_else_can_interrupt(monkeypatch) -> N
     assert stack.labels() == ["context"]
     stack.close()
     assert closed == ["rxe0"]
+
+
+@pytest.mark.parametrize(("call", "verb"), [
+    (lambda qp: qp.post_srq_recv(1), "ibv_post_srq_recv"),
+    (lambda qp: qp.arm_srq(4), "ibv_modify_srq"),
+])
+def test_an_srq_verb_on_a_qp_without_an_srq_says_so(call, verb) -> None:
+    qp = object.__new__(pd.PyverbsQP)
+    qp.closed, qp.label, qp.srq = False, "RC#2", None
+    with pytest.raises(pd.NoSRQ, match=rf"{verb} on RC#2: this QP was created without an SRQ"):
+        call(qp)
+    qp.closed = True  # a destroyed QP still answers as destroyed, whatever its SRQ
+    assert call(qp) is pd._DESTROYED

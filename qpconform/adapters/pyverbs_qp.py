@@ -96,6 +96,10 @@ _FIELD_BITS = tuple((int(bit), names) for bit, names in ATTR_FIELDS.items())
 _DESTROYED = VerbResult(False, errno.EBADF, "QP already destroyed (not passed to the device)")
 
 
+class NoSRQ(ValueError):
+    """An SRQ verb on a QP created without an SRQ: a harness mistake, never sent."""
+
+
 @functools.cache
 def _fields_of(attr_type: type) -> tuple[str, ...]:
     """The plain fields this pyverbs' QPAttr has (older ones lack some), found once."""
@@ -354,9 +358,9 @@ class PyverbsQP:
     @inflight.verb("ibv_post_srq_recv")
     def post_srq_recv(self, wr_id: int) -> VerbResult:
         """One receive WR to this QP's SRQ, for a buffer in the MR."""
-        if self.closed or self.srq is None:
+        if self.closed:
             return _DESTROYED
-        return self._post_recv_to(self.srq, wr_id)
+        return self._post_recv_to(self._own_srq("ibv_post_srq_recv"), wr_id)
 
     def _post_recv_to(
         self, queue: Any, wr_id: int, offset: int = RECV_OFFSET, length: int = RECV_LEN,
@@ -375,14 +379,23 @@ class PyverbsQP:
     @inflight.verb("ibv_modify_srq")
     def arm_srq(self, limit: int) -> VerbResult:
         """modify_srq(srq_limit = limit, IBV_SRQ_LIMIT): arm SRQ Limit Reached."""
-        if self.closed or self.srq is None:
+        if self.closed:
             return _DESTROYED
+        srq = self._own_srq("ibv_modify_srq")
         pv = self._pv
         try:
-            self.srq.modify(pv.srq.SrqAttr(srq_limit=limit), pc.const("IBV_SRQ_LIMIT"))
+            srq.modify(pv.srq.SrqAttr(srq_limit=limit), pc.const("IBV_SRQ_LIMIT"))
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)
         return VerbResult(True)
+
+    def _own_srq(self, verb: str) -> Any:
+        """The QP's SRQ; a QP created without one is the caller's mistake, not a device
+        outcome, so it is said as such (it used to read as "QP already destroyed")."""
+        if self.srq is None:
+            raise NoSRQ(f"{verb} on {self.label}: this QP was created without an SRQ "
+                        "(create it with srq=True to post to or arm an SRQ)")
+        return self.srq
 
     def _ud_ah(self) -> Any:
         if self._ah is None:
