@@ -28,6 +28,7 @@ from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbRes
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.records import Divergence
+from tests.example_counts import PLANTED_RUN
 
 FAULTS = (
     "lost_flush",
@@ -732,7 +733,7 @@ def machine_divergence(
     planted = seed(0)(machine)
     planted.TestCase.settings = settings(
         max_examples=max_examples, stateful_step_count=30, deadline=None, database=None,
-        derandomize=False, report_multiple_bugs=False,
+        derandomize=False, report_multiple_bugs=False, **PLANTED_RUN,
     )
     with pytest.raises(DivergenceError) as caught:
         planted.TestCase().runTest()

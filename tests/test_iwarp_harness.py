@@ -23,6 +23,7 @@ from reports.html import render_html
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from suites.cases import transition_groups
+from tests.example_counts import PLANTED_RUN, examples, shrunk_within
 from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
 from tests.sequences import recv_in_err, run_iwarp_machine, run_iwarp_suites
 
@@ -76,10 +77,11 @@ def test_a_device_that_behaves_like_the_variant_passes_the_machine(
     style: str, tmp_path: Path
 ) -> None:
     device = _device(style)
-    known = run_iwarp_machine(device, tmp_path, max_examples=120, stateful_step_count=10)
+    known = run_iwarp_machine(device, tmp_path, max_examples=examples(120),
+                              stateful_step_count=10)
     assert known == []
     assert device.live == []
-    assert len(device.qps) > 120
+    assert len(device.qps) > examples(120)
 
 
 def test_siw_6_1_query_bug_is_caught_by_a_targeted_sequence() -> None:
@@ -101,11 +103,11 @@ def test_siw_6_1_query_bug_is_found_and_shrunk_by_the_machine(tmp_path: Path) ->
     device = _device("siw-like", ("query_state_unset",))
     with pytest.raises(DivergenceError) as caught:
         run_iwarp_machine(device, tmp_path, max_examples=300, stateful_step_count=8,
-                          print_blob=False)
+                          print_blob=False, **PLANTED_RUN)
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, "iwarp.transition.RC.*->INIT"), record.rule_id
     assert record.kind == "state"
-    assert 1 <= record.verb_steps <= 3, record.format()
+    assert shrunk_within(record.verb_steps, 3), record.format()
     script = Path(record.reproducer)
     assert script.is_file() and "RESET" in script.read_text()
 

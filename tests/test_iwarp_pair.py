@@ -16,6 +16,7 @@ from models.iwarp_pair import (
 from models.pair import Fault, Op
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from tests.example_counts import PLANTED_RUN, examples
 from tests.fake_pair import FakePair
 
 S = QPState
@@ -145,7 +146,8 @@ def _machine(fault: str | None):
 
     machine = iwarp_machine_for(make)
     machine.TestCase.settings = settings(
-        max_examples=100, stateful_step_count=25, deadline=None, derandomize=True, database=None
+        max_examples=examples(100), stateful_step_count=25, deadline=None, derandomize=True,
+        database=None, **PLANTED_RUN,
     )
     return machine
 

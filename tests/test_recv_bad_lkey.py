@@ -14,6 +14,7 @@ from models.enums import QPState, QPType, WCStatus
 from models.pair import RC_RECV_BAD_LKEY, PairModel
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from tests.example_counts import PLANTED_RUN
 from tests.fake_pair import connected_fake, connected_model
 
 S = QPState
@@ -116,5 +117,5 @@ def test_the_traffic_machine_drawing_bad_lkey_receives_passes_a_clean_fake() -> 
         return PairHarness(FakePair(QPType.RC), sink=None, time_scale=0.01)
 
     machine = machine_for(QPType.RC, make, faults=("bad_lkey_recv",))
-    run_state_machine_as_test(machine, settings=settings(max_examples=30, deadline=None,
-                                                         database=None, derandomize=True))
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=30, deadline=None, database=None, derandomize=True, **PLANTED_RUN))

@@ -6,6 +6,7 @@ from models.enums import Attr, QPState, QPType
 from models.pair import Fault, Op
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
+from tests.example_counts import PLANTED_RUN
 from tests.fake_pair import FakePair, connected_fake
 
 S = QPState
@@ -232,6 +233,7 @@ def test_state_machine_catches_a_planted_fault():
     machine.TestCase.settings = settings(
         max_examples=200, stateful_step_count=30, deadline=None, database=None,
         derandomize=False,  # explicit: another test may have loaded the derandomized ci profile
+        **PLANTED_RUN,
     )
     with pytest.raises(DivergenceError):
         machine.TestCase().runTest()
