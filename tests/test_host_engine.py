@@ -48,6 +48,7 @@ def sock(tmp_path: Path) -> Path:
     return tmp_path / "executor.sock"
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_lone_and_pair_suites_run_here_against_the_executor(tmp_path: Path, sock: Path) -> None:
     device = FakeDevice()
     with listening(device, str(sock), make_pair=fake_pairs()):
@@ -115,6 +116,7 @@ def test_the_executor_must_serve_the_named_device(tmp_path: Path, sock: Path) ->
 
 
 # -------------------------------------------------- one run in two parts (scripts/conformance.sh)
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_two_parts_of_one_run_make_one_report(tmp_path: Path, sock: Path) -> None:
     """Two pytest sessions with the same QPCONFORM_RUN_ID (conformance.sh: the lone suites
     on the host, then the pair suites inside): the second keeps the first's records and

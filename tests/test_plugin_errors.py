@@ -333,6 +333,7 @@ def test_a_full_disk_at_the_report_keeps_the_previous_one(pytester: pytest.Pytes
     assert not (out / "report.html").exists() and not list(out.glob("*.tmp"))
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_a_worker_that_cannot_write_its_record_fails_the_run(pytester: pytest.Pytester) -> None:
     """Under xdist the worker's error reaches the controller, which writes no report
     without that worker's records (one worker: the handoff is the same, the test faster)."""
@@ -377,6 +378,7 @@ def test_host_tests_need_no_device(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_host_tests_leave_a_device_runs_reports_alone(pytester: pytest.Pytester) -> None:
     """A session without --device (the self-tests) neither rebuilds nor prints the report
     of the device run whose records sit in the out dir."""
@@ -451,6 +453,7 @@ def test_the_ci_profile_is_derandomized_without_a_seed(pytester: pytest.Pytester
     assert used == {"None"}
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_xdist_workers_take_the_controllers_random_seed(pytester: pytest.Pytester) -> None:
     import re
 
@@ -635,6 +638,7 @@ def test_assertion(run_recorder):
     assert not report["verdict"]["aborted"]
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_every_record_of_a_run_carries_its_run_id(pytester: pytest.Pytester) -> None:
     """The controller's run id reaches each xdist worker's record; the report shows it."""
     result = _run(pytester, "suites", "--device", "rxe0", "-n", "2", fake=True,

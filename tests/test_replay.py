@@ -128,6 +128,7 @@ def _passed(result: Any) -> None:
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_the_printed_replay_line_replays_a_budgeted_run(pytester: pytest.Pytester) -> None:
     """A time budget decides how many batches run; the replay line names them, and a run
     with it checks the very same steps, test by test, and prints the same line."""
@@ -154,6 +155,7 @@ def test_the_printed_replay_line_replays_a_budgeted_run(pytester: pytest.Pyteste
     assert second == first
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_xdist_workers_batches_reach_the_merged_record(pytester: pytest.Pytester) -> None:
     """Each worker runs some of the stateful tests; the merged record and its replay line
     name every test's batches, and the sequences are those of a serial run."""

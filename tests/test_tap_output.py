@@ -126,6 +126,7 @@ def test_tap_stream_parses_with_plan_results_skip_divergence_and_verdict(
     _check_tap(result.stdout.str(), verdict=True)
 
 
+@pytest.mark.slow  # a whole run (or several) in a subprocess: CI's full set
 def test_a_parallel_run_writes_the_same_tap_into_a_file(pytester: pytest.Pytester) -> None:
     """Under pytest-xdist the divergence text is set in the worker and written by the
     controller; the stream itself is refused with -n (a usage error, one line)."""
