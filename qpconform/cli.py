@@ -276,7 +276,31 @@ def _cmd_soak(args: argparse.Namespace) -> int:
                      args.markdown, args.timeout, command, args.busy)
 
 
-_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak]
+def _add_run(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the installed conformance suites against a device",
+        usage="qpconform run --device NAME [options] [-- PYTEST_ARGS...]",
+        description="The conformance suites, as installed with qpconform (no clone needed), "
+        "against the RDMA device NAME; PYTEST_ARGS after -- go to pytest (plugin options: "
+        "--quirks, --hypothesis-profile, --qp-type, -n, -k ...). Exit status: pytest's.",
+    )
+    parser.add_argument("--device", required=True, help="the RDMA device (ibv_devices)")
+    parser.add_argument("--suite", action="append", default=[], metavar="NAME",
+                        help="only suites/test_NAME.py (repeatable; default every suite)")
+    parser.add_argument("--out", type=Path, default=Path("reports/out"),
+                        help="where records and reports go (default reports/out here)")
+    parser.set_defaults(func=_cmd_run)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from qpconform import run_suites
+
+    return run_suites.main(args.device, args.suite, args.out, list(args.command))
+
+
+_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak,
+                _add_run]
 
 
 def build_parser() -> argparse.ArgumentParser:

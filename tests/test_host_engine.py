@@ -280,7 +280,7 @@ def test_lone_and_pair_suites_are_all_of_suites_and_the_main_command_names_the_s
 
 def test_the_main_command_and_the_mutant_gate_run_the_same_drivers_on_the_host() -> None:
     """Which drivers' suites run with their engine here is decided in the script's case and
-    in vm.host_engine.HOST_ENGINE_DRIVERS (the mutant gate's and the soak's): they must
+    in qpconform.vm.host_engine.HOST_ENGINE_DRIVERS (the mutant gate's and the soak's): they must
     agree."""
     from qpconform.mutants import run
 

@@ -64,7 +64,7 @@ def test_the_installed_package_is_the_wheel_and_imports_no_test_files(
     installed: Path, tmp_path: Path
 ) -> None:
     code = ("import sys, qpconform, qpconform.bench, qpconform.machines.lone, "
-            "qpconform.machines.pair, fixtures.plugin, reports.html, vm.runner; "
+            "qpconform.machines.pair, fixtures.plugin, reports.html, qpconform.vm.runner; "
             "print(qpconform.__file__); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('suites', 'tests')))")
     result = _run(installed, tmp_path, "-c", code)

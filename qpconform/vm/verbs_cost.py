@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     written.unlink(missing_ok=True)
     status = subprocess.run(
         [sys.executable, "-m", "qpconform", "vm", "--release", args.release, "--timeout", "900",
-         "--log-dir", str(OUT), "--", "python3", "-m", "vm.verbs_cost", "--guest", "rxe0",
+         "--log-dir", str(OUT), "--", "python3", "-m", "qpconform.vm.verbs_cost", "--guest", "rxe0",
          "--seconds", str(args.seconds), "--binary", str(binary), "--output",
          str(written)],
         cwd=PROJECT,
