@@ -88,6 +88,10 @@ def test_the_wheel_installs_only_the_design_cards_packages(installed: Path) -> N
     assert (site / "qpconform" / "mutants" / "run.py").is_file()
     assert (site / "qpconform" / "vm" / "guest_init.sh").is_file()  # the guest's data too
     assert (site / "fixtures" / "windows.toml").is_file()
+    # the mutant catalogue's patches, kernel series folders and all
+    shipped = sorted(p.relative_to(site) for p in (site / "qpconform" / "mutants").rglob("*.patch"))
+    ours = sorted(p.relative_to(ROOT) for p in (ROOT / "qpconform" / "mutants").rglob("*.patch"))
+    assert shipped == ours and ours
 
 
 def test_pytest_finds_the_plugin_by_its_entry_point(installed: Path, tmp_path: Path) -> None:
