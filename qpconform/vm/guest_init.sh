@@ -3,7 +3,7 @@
 #
 # Why a custom init: the VM exists only to run one command against a real
 # rdma_rxe device, so a service manager would only add boot time.  The host
-# (qpconform/vm/runner.py) writes /run/qpconform/ctl/config.sh and command.sh on a 9p
+# (vm/runner.py) writes /run/qpconform/ctl/config.sh and command.sh on a 9p
 # share; this script prepares the devices (devices.sh), runs the command with its output on
 # the serial console, then writes the exit status and the kernel log back to
 # the share and powers off.  PID 1 must never exit (the kernel would panic).
