@@ -25,6 +25,11 @@ from reports.replay import describe, part_order, with_batches
 SCHEMA = 1
 KIND = "qpconform-run"
 RESULTS = ("match", "divergence", "known")
+#: A run made of several pytest sessions (a part on the host and one inside the guest with
+#: `qpconform vm --then-in-guest`, say; the mutant gate names each gate's run so) gives each
+#: the same id in this variable: their records are one run's, merged into one report
+#: (`merge_runs`). The plugin reads it (fixtures/seeds.py), the CLIs that start the parts set it.
+RUN_ID_ENV = "QPCONFORM_RUN_ID"
 
 StepKey = tuple[str, str, str, str | None, str]  # qp_type, verb, state_before, target, result
 

@@ -13,13 +13,13 @@
 # QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
 # QPCONFORM_DRIVER=siw runs against Soft-iWARP siw0 (built out of tree; pairs span siw0 -> siw1,
 # connected through rdma_cm) instead of rxe0, inside the guest (QPCONFORM_HOST_ENGINE=1: on this
-# host, the executor connecting the pairs; not the default yet: vm/host_engine.py says why).
+# host, the executor connecting the pairs; not the default yet: qpconform/vm/host_engine.py says why).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 driver="${QPCONFORM_DRIVER:-rxe}"  # the VM's device, when this host has none
 case "$driver" in
     rxe) vm_device=rxe0; vm_devices=(--device rxe0); host_engine=1 ;;  # pairs on rxe0 alone
-    siw) vm_device=siw0; vm_devices=(--device siw0 --peer-device siw1); host_engine=0 ;;  # =1 works (vm/host_engine.py)
+    siw) vm_device=siw0; vm_devices=(--device siw0 --peer-device siw1); host_engine=0 ;;  # =1 works (qpconform/vm/host_engine.py)
     *) echo "qpconform: QPCONFORM_DRIVER=$driver is not one of: rxe, siw" >&2; exit 2 ;;
 esac
 . scripts/bootstrap.sh

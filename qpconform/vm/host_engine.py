@@ -15,7 +15,7 @@ session COMMAND never opened is ended here, so the guest does not wait for it.
 ended (what must run where the device is, without a second boot).
 
 Exit status: COMMAND's when it failed, else the guest's (a leak, a kernel crash, a
-timeout, the part inside: vm/runner.py's statuses).
+timeout, the part inside: qpconform/vm/runner.py's statuses).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 from qpconform.adapters import wire
-from vm import runner
-from vm.executor_vm import EXECUTORS_ENV as ENV
-from vm.executor_vm import served, session_ports
+from qpconform.vm import runner
+from qpconform.vm.executor_vm import EXECUTORS_ENV as ENV
+from qpconform.vm.executor_vm import served, session_ports
 
 #: The suites whose tests each drive lone QPs, and the ones whose tests drive connected pairs
 #: (loopback pairs the executor builds): together all of suites/, the lone ones first where a
