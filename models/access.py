@@ -3,7 +3,7 @@
 A valid rkey is not a licence: the memory region (MR) it names grants some remote
 rights and not others, covers [start, start + length) and nothing past it, and
 belongs to one protection domain (PD). An RDMA WRITE, READ or atomic that asks for
-more is refused by the responder, and no byte moves (IBTA ch. 9.7.4.1.5 and 10.6).
+more is refused by the responder, and no byte moves (IBTA ch. 9.7.5.2 and 10.6).
 The pair harness gives each end a set of *target* MRs, each registered with a subset
 of the remote rights (and one in a second PD), filled with a guard pattern; a
 request names one of them through a `Fault` of models/pair.py, which this module
@@ -43,8 +43,8 @@ TARGETS: dict[str, tuple[AccessFlag, bool]] = {
     "other_pd": (_R.REMOTE_WRITE | _R.REMOTE_READ | _R.REMOTE_ATOMIC, True),
 }
 
-_VALIDATE = "ch. 9.7.4.1.5 Validate RDMA and atomic requests (R_Key checks)"
-_CLASS_C = "ch. 9.7.5.2.4 Responder class C errors (NAK Remote Access Error)"
+_VALIDATE = "ch. 10.6 Memory protection (the R_Key checks: access rights, bounds, PD)"
+_CLASS_C = "ch. 9.7.5.2 Responder error behavior (class C: NAK Remote Access Error)"
 _DRIVERS = (
     "The NAK is the hardware's; every driver reports it as Remote Access Error: mlx5 "
     "cq.c mlx5_handle_error_cqe() MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR -> "
@@ -73,7 +73,7 @@ RC_MR_RIGHTS = Rule(
     "remote right it needs (REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC) is NAKed (Remote "
     "Access Error): the requester completes it with REM_ACCESS_ERR and enters ERR; the "
     "responder enters ERR (QP_ACCESS_ERR may come); no byte of the MR changes",
-    _source(f"{_VALIDATE}, {_CLASS_C} and ch. 10.6.3 Memory region access rights",
+    _source(f"{_VALIDATE} and {_CLASS_C}",
             "the R_Key's access rights do not permit the operation"),
     kind=MUST,
     layer=DRIVER,
@@ -94,7 +94,7 @@ RC_OTHER_PD = Rule(
     "an RC RDMA WRITE, READ or atomic naming the rkey of an MR in another PD than the "
     "responder QP's is NAKed (Remote Access Error): REM_ACCESS_ERR and ERR at the "
     "requester, ERR at the responder (QP_ACCESS_ERR may come); no byte of the MR changes",
-    _source(f"{_VALIDATE}, {_CLASS_C} and ch. 10.2.3 Protection domains",
+    _source(f"{_VALIDATE}, {_CLASS_C} and ch. 10.2 protection domains",
             "the PD of the memory region does not match the PD of the QP"),
     kind=MUST,
     layer=DRIVER,
@@ -106,8 +106,8 @@ UC_REFUSED = Rule(
     "SUCCESS, both QPs stay in RTS, no receive is consumed and no byte of the MR changes",
     Source(
         "IBTA Vol. 1 and linux drivers/infiniband",
-        "IBTA ch. 9.8.3.2 Responder (unreliable: invalid R_Key, access or bounds: the "
-        "packet is silently dropped) and ch. 9.7.4.1.5; rxe rxe_resp.c "
+        "IBTA ch. 9.8 Unreliable service, responder error behavior (an invalid R_Key, "
+        "access or bounds: the packet is silently dropped) and ch. 10.6; rxe rxe_resp.c "
         "RESPST_ERR_RKEY_VIOLATION on UC: qp->resp.drop_msg = 1 (no NAK, no state change); "
         "UC carries no READ or atomic (IBTA Table 38), UD no RDMA at all",
         "the packet is silently dropped",
@@ -122,7 +122,7 @@ GUARD = Rule(
     "window are compared after every step)",
     Source(
         "IBTA Vol. 1",
-        f"{_VALIDATE}; ch. 10.6 Memory protection; ch. 9.4.3 RDMA WRITE (the data is "
+        f"{_VALIDATE}; ch. 9.4.3 RDMA WRITE (the data is "
         "placed at the virtual address, for the DMA length, nowhere else)",
         "a request that fails its access checks does not access the memory",
     ),

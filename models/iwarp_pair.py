@@ -140,8 +140,9 @@ WRITE_REFUSED = Rule(
     "completes with SUCCESS and both ends enter ERR, flushing",
     _both(
         f"{_DDP}; {RFC5040}",
-        "DDP ch. 3.5 Data Sink Validation (STag access rights, PD, base and bounds) and "
-        "ch. 7 Error Management; RDMAP ch. 7 Error Management (Terminate)",
+        "DDP tagged buffer model (the data sink validates the STag: its access rights, PD, "
+        "base and bounds) and ch. 7 Error Management; RDMAP ch. 7 Error Management "
+        "(Terminate)",
         "siw_proc_write() (siw_qp_rx.c) -> siw_check_mem() (siw_mem.c): E_PD_MISMATCH, "
         "E_ACCESS_PERM, E_BASE_BOUNDS -> siw_init_terminate(DDP_ETYPE_TAGGED_BUF, "
         "siw_tagged_error()) and IB_EVENT_QP_ACCESS_ERR",
