@@ -269,6 +269,8 @@ class Memory:
         """Offsets of `side`'s `target` whose bytes differ: (stray: outside every granted
         window, or in a refused one; unplaced: inside a granted window, not its bytes)."""
         want = self.expected(side, target)
+        if got == want:  # everything landed where it should: the common case, at once
+            return [], []
         windows = [w for s, w in self.granted if s == side and w.target == target]
         pending = {w: v for (s, w), v in self.pending.items() if s == side and w.target == target}
         stray: list[int] = []
