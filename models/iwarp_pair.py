@@ -253,7 +253,7 @@ class IwarpPairModel(PairModel):
         effects: list[tuple[str, Expectation]] = []
         rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
         self._ops.pop((side, wr_id), None)
-        placed = self._placed(peer_side, op, fault, status)
+        placed = self._placed(peer_side, op, fault, (status, at_peer))
         if at_peer == "recv":
             got = self.ends[peer_side].recv_completed(WCStatus.SUCCESS, op.recv_opcode)
             effects.append((peer_side, checking(with_data(got, data))))

@@ -578,7 +578,7 @@ class PairModel:
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))
         if at_peer == "recv_prot_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
-        placed = self._placed(peer_side, op, fault, status)
+        placed = self._placed(peer_side, op, fault, (status, at_peer))
         sent = guarded(req.send_completed(status, op.send_opcode), fault, placed)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
@@ -597,12 +597,14 @@ class PairModel:
         return WireStep(side, wr_id, rule, tuple(effects), forbidden, placed=placed)
 
     def _placed(
-        self, responder: str, op: Op, fault: Fault, status: WCStatus | None
+        self, responder: str, op: Op, fault: Fault, outcome: tuple[WCStatus | None, str]
     ) -> tuple[tuple[str, access.Window, bytes], ...]:
-        """A granted RDMA WRITE into a target MR: its bytes, booked in `memory`."""
-        if op is not Op.RDMA_WRITE or status != WCStatus.SUCCESS or not fault.targeted or (
-            fault.refused
-        ):
+        """A granted RDMA WRITE the responder took (`outcome`: the requester's status and
+        what happened at the peer, as `decide` says) into a target MR: its bytes, booked in
+        `memory`. One the wire dropped (a UC peer not receiving) placed nothing."""
+        status, at_peer = outcome
+        delivered = status == WCStatus.SUCCESS and at_peer == "none"
+        if op is not Op.RDMA_WRITE or not delivered or not fault.targeted or fault.refused:
             return ()
         window = access.window_of(op, fault)
         self.memory.place(responder, window, access.PAYLOAD)

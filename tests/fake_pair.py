@@ -162,8 +162,8 @@ _RECV_BAD_LKEY_STATUS = {
 }
 #: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
-#: places one byte past its window.
-ACCESS_FAULTS = ("write_without_right", "write_one_past")
+#: places one byte past its window; a granted WRITE completes and places nothing.
+ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
 #: The byte write_one_past places after a window (the guard pattern never has it there).
 _STRAY = 0x00
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
@@ -529,6 +529,8 @@ class FakePair:
     def place(self, step: WireStep) -> None:
         """The bytes a wire step placed in a target MR, the planted fault's way."""
         for side, window, data in step.placed:
+            if self.fault == "write_lost":
+                continue
             window = self.redirect.pop(step.wr_id, window)
             mem = self.target(side, window.target)
             end = window.offset + len(data)

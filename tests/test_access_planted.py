@@ -66,6 +66,15 @@ def test_granted_write_places_its_bytes_and_a_read_none(fault: Fault) -> None:
     assert held[window.offset:window.offset + window.length] == access.PAYLOAD
 
 
+@pytest.mark.parametrize("peer", [S.RESET, S.INIT, S.ERR], ids=str)
+def test_a_uc_write_the_wire_drops_places_nothing(peer: QPState) -> None:
+    m = connected_model(QPType.UC)
+    m.qp("b").state = peer
+    m.apply("a", m.post_send("a", 1, Op.RDMA_WRITE, Fault.GRANTED), True)
+    (step,) = m.progress()
+    assert step.placed == () and not m.memory.pending
+
+
 def test_windows_name_the_target_lacking_the_right() -> None:
     assert access.window_of(Op.RDMA_WRITE, "no_right").target == "no_write"
     assert access.window_of(Op.RDMA_READ, "no_right").target == "no_read"
@@ -154,6 +163,15 @@ def test_write_one_byte_past_the_window_is_caught(qp_type, iwarp) -> None:
     assert f"first_offset={past}" in d.tags and "target=full" in d.tags
 
 
+@pytest.mark.parametrize(("qp_type", "iwarp"), [
+    (QPType.RC, False), (QPType.UC, False), (QPType.RC, True),
+], ids=["RC", "UC", "iwarp"])
+def test_a_granted_write_that_never_lands_is_caught_once_quiet(qp_type, iwarp) -> None:
+    h = connected_fake(qp_type, "write_lost", iwarp=iwarp)
+    d = scenario_divergence(h, _granted_write)
+    assert (d.kind, d.rule_id, d.rule_kind) == ("memory", access.WRITE_PLACED.id, "must")
+
+
 _NEAR_MISSES = {
     "clean-refused": (None, _refused_write),
     "clean-granted": (None, _granted_write),
@@ -162,6 +180,7 @@ _NEAR_MISSES = {
     "wwr-granted": ("write_without_right", _granted_write),
     "one-past-refused": ("write_one_past", _refused_write),  # nothing placed, nothing past
     "one-past-at-end": ("write_one_past", _write_at_end),  # past the MR: not observable
+    "lost-refused": ("write_lost", _refused_write),  # a refused WRITE places nothing anyway
 }
 
 
