@@ -57,7 +57,8 @@ suite_args=(suites/ "${suite_options[@]}")
 lone_suites=(suites/test_transitions.py suites/test_attributes.py suites/test_post_rules.py
              suites/test_stateful.py)
 pair_suites=(suites/test_error_handling.py suites/test_drain.py suites/test_operations.py
-             suites/test_srq.py suites/test_shared_cq.py suites/test_traffic_stateful.py)
+             suites/test_srq.py suites/test_shared_cq.py suites/test_memory_protection.py
+             suites/test_traffic_stateful.py)
 run_with_host_engine() {
     local sessions=1
     [ "$workers" -ge 2 ] && sessions=$workers

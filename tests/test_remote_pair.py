@@ -23,6 +23,7 @@ from qpconform.engine.device import UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.records import Divergence
+from tests import test_access_planted as access_planted
 from tests import test_iwarp_pair as iwarp
 from tests import test_pair_suites_fake as suites_fake
 from tests import test_traffic_planted as planted
@@ -82,6 +83,13 @@ def _planted_record(fault: str, scenario: Any, qp_type: QPType,
 def test_a_planted_fault_is_caught_through_the_executor(qp_type, fault, scenario, kind, rule):
     record = _planted_record(fault, scenario, qp_type)
     assert (record.kind, record.rule_id) == (kind, rule)
+
+
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_a_stray_byte_is_caught_through_the_executor(qp_type) -> None:
+    """The guard bands read the target MRs through the executor ("targets")."""
+    record = _planted_record("write_one_past", access_planted._granted_write, qp_type)
+    assert (record.kind, record.rule_id) == ("memory", "pair.access.guard")
 
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)

@@ -27,6 +27,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 quirk covers (drains ended early or late, sends that wait for the doorbell)
     shared_cq.py  PairHarness's bystander QPs on an end's CQs and the routing of every
                 completion by qp_num (several QPs on one CQ)
+    memory.py   PairHarness's guard bands: the target MRs' bytes against
+                models/access.py after every settle and quiet window
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; qpconform/adapters/ implements the device protocol

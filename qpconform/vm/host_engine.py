@@ -48,7 +48,7 @@ LONE_SUITES = ("suites/test_transitions.py", "suites/test_attributes.py",
                "suites/test_post_rules.py", "suites/test_stateful.py")
 PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
                "suites/test_operations.py", "suites/test_srq.py", "suites/test_shared_cq.py",
-               "suites/test_traffic_stateful.py")
+               "suites/test_memory_protection.py", "suites/test_traffic_stateful.py")
 #: Every suite in the order a host-engine run takes them.
 ALL_SUITES = LONE_SUITES + PAIR_SUITES
 
