@@ -25,7 +25,6 @@ from models.capabilities import Capabilities
 from models.enums import MTU, QPType
 from models.variant import LINUX
 from qpconform.engine.lone import Checker
-from qpconform.engine.records import DivergenceList
 from suites import steps
 from suites.cases import attribute_groups, post_groups, transition_groups
 from tests.fake_device import FakeDevice
@@ -81,7 +80,7 @@ def lone_rules(caps: DeviceCaps = RXE_LIKE) -> Counter[str]:
     device = FakeDevice(caps=caps, qp_types=TYPES)
     log = RuleLog()
     checker = Checker(device, LINUX, recorder=log, settle_window=0.0, must_wait=0.0,
-                      sink=DivergenceList())
+                      sink=log)
 
     def modify(qp: Any, case: Any) -> None:
         steps.run_modify_case(qp, device, case)

@@ -65,7 +65,7 @@ def _pair_maker(log: RuleLog):
     ):
         fake = FakePair(qp_type, settings=settings, srq_sides=frozenset(srq_sides),
                         shared_cq_sides=frozenset(shared_cq_sides))
-        h = PairHarness(fake, settings, recorder=log, sink=None, time_scale=0.01)
+        h = PairHarness(fake, settings, recorder=log, sink=log, time_scale=0.01)
         if connect:
             h.connect()
         return h

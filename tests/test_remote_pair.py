@@ -116,7 +116,7 @@ def test_the_pair_suites_pass_and_exercise_the_same_rules_through_the_executor()
                       shared_cq_sides: tuple[str, ...] = ()) -> PairHarness:
             pair = RemotePair(device, qp_type, settings, frozenset(srq_sides),
                               frozenset(shared_cq_sides))
-            h = PairHarness(pair, settings, recorder=log, sink=None, time_scale=0.01)
+            h = PairHarness(pair, settings, recorder=log, sink=log, time_scale=0.01)
             made.append(h)
             if connect:
                 h.connect()

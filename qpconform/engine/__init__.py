@@ -13,7 +13,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 owed windows, history)
     core.py     Engine: tracked QPs, conclude a verb, poll, bounded waits, missing
                 items, following a quirked device
-    records.py  the engine's records: Divergence, the DivergenceSink a caller passes,
+    records.py  the engine's record: Divergence (frozen, to/from JSON), the DivergenceSink
+                a caller passes (a run's: reports/divergence.py DivergenceStore),
                 DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
     quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
