@@ -22,6 +22,7 @@ from functools import cache
 from models import (
     iwarp_pair,
     operations,
+    outside_mask,
     pair,
     pair_checks,
     readback,
@@ -100,7 +101,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq, shared_cq):
+    for module in (rules, pair, operations, readback, srq, shared_cq, outside_mask):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
