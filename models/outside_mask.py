@@ -6,11 +6,11 @@ without IB_QP_STATE, say) decides on whatever the caller's stack held. The outco
 read-back of a modify must be the same whatever those fields hold: the read-back half is
 `attr.readback.unmasked` (models/readback.py), the outcome half is `OUTSIDE_MASK` here.
 
-A device's outcome cannot name the field it read, so `explains()` asks the model what the
-modify would have done had the driver taken the state fields outside the mask as input
-(the caller's value, or 0: libibverbs' `copy_modify_qp_fields()` copies only the masked
-fields into the zeroed uverbs command, so a kernel driver sees 0 there): a divergence
-no quirk covers that such a reading explains is reported under this rule.
+A device's outcome cannot name the field it read, so `explains()` asks the model what an
+attribute-only modify (no IB_QP_STATE) would have done had the driver taken qp_state as
+input (the caller's value, or 0: libibverbs' `copy_modify_qp_fields()` copies only the
+masked fields into the zeroed uverbs command, so a kernel driver sees 0 there): a
+divergence no quirk covers that such a reading explains is reported under this rule.
 """
 
 from __future__ import annotations
@@ -64,15 +64,14 @@ SRQ_OUTSIDE_MASK = Rule(
 RULES: tuple[Rule, ...] = (OUTSIDE_MASK,)
 
 #: The fields whose reading outside the mask changes which check a modify gets, with the
-#: bit that would have named them.
-_DECIDING: tuple[tuple[str, Attr], ...] = (
-    ("qp_state", Attr.STATE), ("cur_qp_state", Attr.CUR_STATE),
-)
+#: bit that would have named them. cur_qp_state is not one: read as 0 (RESET) it would
+#: "explain" any refusal of a move from RTR..SQE, so the name would say nothing.
+_DECIDING: tuple[tuple[str, Attr], ...] = (("qp_state", Attr.STATE),)
 
 
 def readings(attrs: Mapping[str, int], mask: Attr) -> Iterator[tuple[dict[str, int], Attr]]:
-    """The (attrs, mask) a driver would act on if it read one deciding field outside
-    `mask`: the caller's value, then 0 (what a kernel driver sees behind libibverbs)."""
+    """The (attrs, mask) a driver would act on if it read qp_state outside `mask`: the
+    caller's value, then 0 (what a kernel driver sees behind libibverbs)."""
     for name, bit in _DECIDING:
         if bit in mask:
             continue
@@ -85,7 +84,7 @@ def explains(
     model: QPModel, attrs: Mapping[str, int], mask: Attr, accepted: bool,
     errno: int | None, seen: QPState | None,
 ) -> bool:
-    """Would a driver reading a deciding field outside `mask` have done what the device did
+    """Would a driver reading qp_state outside `mask` have done what the device did
     (its outcome and, if accepted and read back, its state)? The model is not touched."""
     for alt_attrs, alt_mask in readings(attrs, mask):
         alt = copy.deepcopy(model).modify(alt_attrs, alt_mask)

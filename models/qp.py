@@ -125,7 +125,7 @@ class QPModel(QPModify):
         checked: list[Rule] = (
             self.stored.rules(mask, attrs) if self.variant.reads_back_attributes else []
         )
-        if not Attr.STATE & mask or not Attr.CUR_STATE & mask:  # a state field left out
+        if not Attr.STATE & mask:  # qp_state left out: the outcome must not read it
             checked.append(outside_mask.OUTSIDE_MASK)
         refuse = self._refuser(attrs, mask, checked)
         refusal = self._abi_refusal(attrs, mask, checked)

@@ -49,6 +49,7 @@ from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
+from . import unmasked
 from .connect import FAST, bring_up_mask
 from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
@@ -227,7 +228,12 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
         mask = req_mask if mask is None else mask
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
+        fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
+        attrs = unmasked.pair_filled(attrs, Attr(int(mask)), extra or {}, qp.state, fill)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
+        outside = unmasked.outside(attrs, Attr(int(mask)))
+        if outside:  # a reproducer sets them too: a driver may wrongly read them
+            step["unmasked"] = outside
         if not self._unpolled:  # a late event of the last move first
             self.serve_events(self.ends[side], self.bound)
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
