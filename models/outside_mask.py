@@ -76,7 +76,7 @@ def readings(attrs: Mapping[str, int], mask: Attr) -> Iterator[tuple[dict[str, i
         if bit in mask:
             continue
         for value in dict.fromkeys((attrs.get(name), 0)):
-            if value is not None and 0 <= value <= QPState.ERR:
+            if value is not None:  # out of range too: the model refuses it as uverbs would
                 yield {**attrs, name: int(value)}, Attr(int(mask) | int(bit))
 
 
