@@ -101,3 +101,26 @@ def test_a_divergence_the_reading_does_not_explain_keeps_its_rule() -> None:
     with pytest.raises(DivergenceError) as caught:
         qp.modify(*qp.transition_attrs(S.RESET), unmasked.uniform(unmasked.ZERO))
     assert caught.value.record.rule_id.startswith("linux.transition.RC.SQD->RESET")
+
+
+def test_the_drawn_fill_shrinks_to_plain_and_reaches_every_choice() -> None:
+    from hypothesis import find
+
+    from qpconform.machines.fills import FILLS
+
+    assert find(FILLS, lambda f: True) == unmasked.uniform(unmasked.PLAIN)
+    for choice in unmasked.CHOICES:  # each choice of a field is drawn, alone or mixed
+        assert find(FILLS, lambda f, c=choice: f["timeout"] == c and f["qp_state"] != c)
+
+
+def test_the_sweeps_fill_is_never_plain_and_the_same_for_the_same_modify() -> None:
+    keyed = unmasked.Keyed()
+    seen = set()
+    for qp_type in (QPType.RC, QPType.UC, QPType.UD):
+        for state in S:
+            for mask in (Attr.STATE, Attr.ACCESS_FLAGS, Attr.QKEY, Attr.STATE | Attr.AV):
+                fill = keyed(qp_type, state, mask)
+                assert fill == keyed(qp_type, state, mask)
+                assert set(fill.values()) != {unmasked.PLAIN}
+                seen.add(tuple(sorted(fill.items())))
+    assert len(seen) == 4  # zero, other, wild and the mix all occur

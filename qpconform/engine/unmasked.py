@@ -29,8 +29,10 @@ Fill = Mapping[str, str]
 #: Where an engine takes the fill of each modify from: (QP type, state, mask) -> fill.
 FillSource = Callable[[QPType, QPState, Attr], Fill]
 _STATES = ("qp_state", "cur_qp_state")
-#: The widths of the 32-bit fields C_FIELD_BITS leaves out, and the enum fields' last value.
+#: The 32-bit fields C_FIELD_BITS leaves out: wild stays within a signed int, whatever
+#: pyverbs declares the field as; the enum fields' wild value is past their last one.
 _WIDE = 32
+_WILD_WIDE = (1 << 31) - 1
 _WILD_ENUM = {"qp_state": 7, "cur_qp_state": 7, "path_mtu": 7}  # IBV_QPS_UNKNOWN; no MTU
 
 
@@ -48,7 +50,9 @@ def value(name: str, plain: int, choice: str) -> int:
     if choice == ZERO:
         return 0
     if choice == WILD:
-        return _WILD_ENUM.get(name, (1 << C_FIELD_BITS.get(name, _WIDE)) - 1)
+        if name in _WILD_ENUM:
+            return _WILD_ENUM[name]
+        return (1 << C_FIELD_BITS[name]) - 1 if name in C_FIELD_BITS else _WILD_WIDE
     if name in _STATES:
         return (plain + 3) % (int(QPState.ERR) + 1)
     if name == "path_mtu":
