@@ -340,8 +340,15 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
     def arm_srq(self, side: str, limit: int) -> VerbResult:
         """modify_srq(IBV_SRQ_LIMIT = limit) on the end's SRQ."""
         exp = self.model.arm_srq(side, limit)
-        res = self.dev.end(side).arm_srq(limit)
-        self.cm_step(side, exp, res, {"srq_limit": limit})
+        fill = self.fills(self.dev.qp_type, self.model.qp(side).state, Attr(0))
+        max_wr = unmasked.srq_max_wr(fill)  # outside IBV_SRQ_LIMIT: must not matter
+        step: dict[str, Any] = {"srq_limit": limit}
+        if max_wr is None:
+            res = self.dev.end(side).arm_srq(limit)
+        else:
+            step["unmasked"] = {unmasked.SRQ_FIELD: max_wr}
+            res = self.dev.end(side).arm_srq(limit, max_wr)
+        self.cm_step(side, exp, res, step)
         return res
 
     def query(self, side: str) -> QueryResult:

@@ -24,6 +24,10 @@ PLAIN, ZERO, OTHER, WILD = "plain", "zero", "other", "wild"
 CHOICES = (PLAIN, ZERO, OTHER, WILD)
 #: The fields filled outside the mask: the two states and every read-back field.
 FIELDS: tuple[str, ...] = ("qp_state", "cur_qp_state", *readback.COMPARED)
+#: ibv_modify_srq's field outside IBV_SRQ_LIMIT (the only mask the suites send).
+SRQ_FIELD = "max_wr"
+#: Every field a fill values.
+ALL_FIELDS: tuple[str, ...] = (*FIELDS, SRQ_FIELD)
 #: One choice per field (a field left out is plain).
 Fill = Mapping[str, str]
 #: Where an engine takes the fill of each modify from: (QP type, state, mask) -> fill.
@@ -40,7 +44,7 @@ def uniform(choice: str) -> dict[str, str]:
     """Every field valued the same way."""
     if choice not in CHOICES:
         raise ValueError(f"fill choice {choice!r}: use one of {CHOICES}")
-    return dict.fromkeys(FIELDS, choice)
+    return dict.fromkeys(ALL_FIELDS, choice)
 
 
 def value(name: str, plain: int, choice: str) -> int:
@@ -74,6 +78,13 @@ def filled(
     return out
 
 
+def srq_max_wr(fill: Fill) -> int | None:
+    """The max_wr a modify_srq(IBV_SRQ_LIMIT) carries outside its mask: None when plain
+    (the adapter's SrqAttr default), else 0, 1 (another valid size) or out of range."""
+    choice = fill.get(SRQ_FIELD, PLAIN)
+    return {PLAIN: None, ZERO: 0, OTHER: 1, WILD: _WILD_WIDE}[choice]
+
+
 def pair_filled(
     attrs: Mapping[str, int], mask: Attr, extra: Mapping[str, int], cur: QPState, fill: Fill
 ) -> dict[str, int]:
@@ -99,7 +110,7 @@ class Keyed:
 
     def __init__(self) -> None:
         wrong = (ZERO, OTHER, WILD)
-        mixed = {name: wrong[i % len(wrong)] for i, name in enumerate(FIELDS)}
+        mixed = {name: wrong[i % len(wrong)] for i, name in enumerate(ALL_FIELDS)}
         self._fills: tuple[Fill, ...] = (*(uniform(c) for c in wrong), mixed)
 
     def __call__(self, qp_type: QPType, state: QPState, mask: Attr) -> Fill:
