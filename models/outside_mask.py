@@ -79,7 +79,8 @@ def explains(
     """Would a driver reading qp_state outside `mask` have done what the device did
     (its outcome and, if accepted and read back, its state)? The model is not touched."""
     for alt_attrs, alt_mask in readings(attrs, mask):
-        alt = copy.deepcopy(model).modify(alt_attrs, alt_mask)
+        shared = {id(model.variant): model.variant, id(model.table): model.table}  # read-only
+        alt = copy.deepcopy(model, shared).modify(alt_attrs, alt_mask)
         if not alt.allows(accepted, errno):
             continue
         if accepted and seen is not None and seen != alt.state_if_accepted:
