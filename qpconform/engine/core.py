@@ -101,6 +101,10 @@ class Engine:
         self.judge = judge
         #: the fill of the fields outside the next modify's mask (a machine draws them)
         self.fills: unmasked.FillSource = unmasked.Keyed()
+        #: a lone QP's bring-up walk (CheckedQP.bring_to) takes the keyed fill even in a
+        #: machine: drawn on every hop, the fills spent the examples' data and the
+        #: derandomized search met fewer sequences (planted faults went unfound)
+        self.walk_fills: unmasked.FillSource = unmasked.Keyed()
         self.device_identity = identity
         self.delivery = delivery if delivery is not None else DeliveryLog()
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []

@@ -369,7 +369,8 @@ class CheckedQP:
                     f"{self.qp_type.name} QP cannot reach {state.name} from {cur.name}: the "
                     f"device keeps it there (known: {hops} did not move it)"
                 ) from None
-            self.modify(*self.transition_attrs(nxt))
+            attrs, mask = self.transition_attrs(nxt)  # a walk's fill: keyed, never drawn
+            self.modify(attrs, mask, self.checker.walk_fills(self.qp_type, self.model.state, mask))
             if self.model.state == cur and nxt != cur:
                 refused.add((cur, nxt))
         raise ValueError(f"could not bring the QP to {state.name}: the device kept refusing")
