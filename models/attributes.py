@@ -23,7 +23,7 @@ import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from models.enums import MTU, AccessFlag, Attr
 from models.sources import (
@@ -41,8 +41,25 @@ from models.sources import (
     ibta,
 )
 
-if TYPE_CHECKING:
-    from models.variant import Variant
+
+class VariantFacts(Protocol):
+    """What a value check asks of a variant (models/variant.py's Variant has it): the
+    variant module builds on this one, so this one names only the questions."""
+
+    @property
+    def ib_transport(self) -> bool: ...
+
+    @property
+    def enforces_linux_abi(self) -> bool: ...
+
+    @property
+    def strict_spec_ranges(self) -> bool: ...
+
+    @property
+    def masks_psn(self) -> bool: ...
+
+    @property
+    def value_rules(self) -> tuple[ValueRule, ...]: ...
 
 PSN_LIMIT = 1 << 24  # PSNs and QP numbers are 24-bit fields of the BTH
 
@@ -76,33 +93,33 @@ class DeviceCaps:
 
 
 # Which variants make a value check: each asks the variant (models/variant.py) one question.
-def _ib_transport(v: Variant) -> bool:
+def _ib_transport(v: VariantFacts) -> bool:
     """A check of an InfiniBand attribute: iWARP drivers read none (linux, ibta)."""
     return v.ib_transport
 
 
-def _every_device(v: Variant) -> bool:
+def _every_device(v: VariantFacts) -> bool:
     """A uverbs or core check, before any driver (every variant)."""
     return True
 
 
-def _linux_abi(v: Variant) -> bool:
+def _linux_abi(v: VariantFacts) -> bool:
     """A check of the Linux uverbs layer or core (linux, iwarp)."""
     return v.enforces_linux_abi
 
 
-def _spec_only(v: Variant) -> bool:
+def _spec_only(v: VariantFacts) -> bool:
     """The spec's strict range, which no Linux layer before the driver enforces (ibta)."""
     return v.strict_spec_ranges
 
 
-def _linux_ib_ports(v: Variant) -> bool:
+def _linux_ib_ports(v: VariantFacts) -> bool:
     """What Linux does with an InfiniBand attribute where the spec is stricter or silent:
     leaves a field width to the driver, bans APM on RoCE (linux)."""
     return v.enforces_linux_abi and v.ib_transport
 
 
-def _not_ib_ports(v: Variant) -> bool:
+def _not_ib_ports(v: VariantFacts) -> bool:
     """The core refuses what only IB ports have (iwarp: alternate paths)."""
     return not v.ib_transport
 
@@ -115,7 +132,7 @@ class ValueRule:
     bit: Attr
     rule: Rule
     valid: Callable[[Mapping[str, int], DeviceCaps], bool]
-    applies: Callable[[Variant], bool] = _ib_transport
+    applies: Callable[[VariantFacts], bool] = _ib_transport
     errnos: frozenset[int] = VALUE_ERRNOS
 
 
@@ -460,7 +477,7 @@ PSN_MASKED = Rule(
 
 
 def broken_value_rules(
-    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: Variant
+    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: VariantFacts
 ) -> list[ValueRule]:
     """The value rules of `variant` broken by the attributes a mask selects (fields absent:
     not checked)."""
@@ -476,12 +493,12 @@ def broken_value_rules(
 
 
 @lru_cache(maxsize=4096)  # variants and their rules never change; a mask recurs every step
-def _selected(variant: Variant, mask: int) -> tuple[ValueRule, ...]:
+def _selected(variant: VariantFacts, mask: int) -> tuple[ValueRule, ...]:
     """The value rules of `variant` that a mask brings into play, in their order."""
     return tuple(vr for vr in variant.value_rules if mask & int(vr.bit))
 
 
-def rules_for(mask: Attr, variant: Variant) -> list[Rule]:
+def rules_for(mask: Attr, variant: VariantFacts) -> list[Rule]:
     """Every value rule of `variant` that a mask brings into play (for coverage)."""
     found = [vr.rule for vr in _selected(variant, int(mask))]
     if variant.masks_psn and mask & (Attr.SQ_PSN | Attr.RQ_PSN):

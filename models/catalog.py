@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from models import (
+    access,
     iwarp_pair,
     operations,
     outside_mask,
@@ -101,7 +102,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq, shared_cq, outside_mask):
+    for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -212,6 +213,13 @@ def _named_scopes() -> dict[str, RuleScope]:
             frozenset({QPType.RC}), frozenset({"ATOMICS"})),
         operations.OP_NOT_OF_TYPE.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
         operations.READ_DEPTH.id: rc,
+        access.RC_MR_RIGHTS.id: rc,
+        access.RC_BOUNDS.id: rc,
+        access.RC_OTHER_PD.id: rc,
+        access.ACCESS_EVENT.id: rc,
+        access.UC_REFUSED.id: RuleScope(frozenset({QPType.UC})),
+        access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device

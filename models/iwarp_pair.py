@@ -29,6 +29,7 @@ from models.pair import (
     WireSettings,
     WireStep,
     checking,
+    guarded,
     with_data,
 )
 from models.qp import QPModel
@@ -130,6 +131,25 @@ BAD_STAG = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+WRITE_REFUSED = Rule(
+    "iwarp.write.access_refused",
+    "an RDMA WRITE naming a valid STag of a region registered without REMOTE_WRITE, in "
+    "another PD than the data sink's QP, or with [addr, addr+len) past its end, is a DDP "
+    "tagged-buffer error: the data sink sends Terminate (it may also raise QP_ACCESS_ERR), "
+    "no byte of the region changes and the connection ends; the requester's WRITE "
+    "completes with SUCCESS and both ends enter ERR, flushing",
+    _both(
+        f"{_DDP}; {RFC5040}",
+        "DDP tagged buffer model (the data sink validates the STag: its access rights, PD, "
+        "base and bounds) and ch. 7 Error Management; RDMAP ch. 7 Error Management "
+        "(Terminate)",
+        "siw_proc_write() (siw_qp_rx.c) -> siw_check_mem() (siw_mem.c): E_PD_MISMATCH, "
+        "E_ACCESS_PERM, E_BASE_BOUNDS -> siw_init_terminate(DDP_ETYPE_TAGGED_BUF, "
+        "siw_tagged_error()) and IB_EVENT_QP_ACCESS_ERR",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
 LOCAL_ERROR_EVENT = Rule(
     "iwarp.send.local_error_event",
     "a send WR that fails at the requester (a bad lkey) completes in error, the connection "
@@ -153,7 +173,7 @@ AUTOMATIC = (CM_ESTABLISHED.id, LLP_CLOSED.id, NO_RECEIVE.id, BAD_STAG.id)
 #: Every rule this module declares (models/catalog.py).
 RULES: tuple[Rule, ...] = (
     CM_ESTABLISHED, LLP_CLOSED, SEND_DELIVERED, WRITE_DELIVERED, NO_RECEIVE, BAD_STAG,
-    LOCAL_ERROR_EVENT,
+    LOCAL_ERROR_EVENT, WRITE_REFUSED,
 )
 
 class IwarpPairModel(PairModel):
@@ -201,10 +221,13 @@ class IwarpPairModel(PairModel):
         if op is Op.RDMA_WRITE:
             if fault is Fault.BAD_RKEY:
                 return BAD_STAG, WCStatus.SUCCESS, "terminate"
+            if fault.refused:
+                return WRITE_REFUSED, WCStatus.SUCCESS, "terminate"
             return WRITE_DELIVERED, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_READ:
-            if fault is Fault.BAD_RKEY:
-                raise ValueError("the iWARP model has no rule yet for a READ with a bad STag")
+            if fault is Fault.BAD_RKEY or fault.targeted:
+                raise ValueError("the iWARP model has no rule yet for a READ naming a bad "
+                                 "STag or a target region")
             if (side, wr_id) in self._beyond_depth:  # past the ORD: it waits (siw: orq_fence)
                 return READ_DEPTH, WCStatus.SUCCESS, "none"
             return READ_DELIVERED, WCStatus.SUCCESS, "none"
@@ -222,17 +245,19 @@ class IwarpPairModel(PairModel):
         wr_id = req.in_flight[0]
         rule, status, at_peer = self.decide(side)
         assert status is not None
-        op, _ = self._ops.pop((side, wr_id), (Op.SEND, Fault.NONE))
+        op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         self._beyond_depth.discard((side, wr_id))
         if (side, wr_id) in self._inline and at_peer in ("recv", "none"):
             rule = INLINE_DELIVERED  # as the same WR not inline
         self._inline.discard((side, wr_id))
         effects: list[tuple[str, Expectation]] = []
         rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
+        self._ops.pop((side, wr_id), None)
+        placed = self._placed(peer_side, op, fault, (status, at_peer))
         if at_peer == "recv":
             got = self.ends[peer_side].recv_completed(WCStatus.SUCCESS, op.recv_opcode)
             effects.append((peer_side, checking(with_data(got, data))))
-        done = checking(req.send_completed(status, op.send_opcode))
+        done = checking(guarded(req.send_completed(status, op.send_opcode), fault, placed))
         if status != WCStatus.SUCCESS:  # the QP left RTS: _close_if_left ends the connection
             done = replace(
                 done,
@@ -242,10 +267,10 @@ class IwarpPairModel(PairModel):
         effects.append((side, done))
         if at_peer == "terminate":
             self.connected = False
-            allowed = (EventType.QP_ACCESS_ERR,) if rule is BAD_STAG else ()
+            allowed = (EventType.QP_ACCESS_ERR,) if rule in (BAD_STAG, WRITE_REFUSED) else ()
             effects.append((peer_side, _closed(self.ends[peer_side], rule, allowed)))
             effects.append((side, _closed(req, rule)))
-        return WireStep(side, wr_id, rule, tuple(effects))
+        return WireStep(side, wr_id, rule, tuple(effects), placed=placed)
 
     def _close_if_left(self) -> list[WireStep]:
         """An end left RTS (or is gone) while connected: the connection ends, the other end

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.operations import (
     ATOMIC_DELIVERED,
@@ -62,6 +63,26 @@ class Fault(StrEnum):
     BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
     INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
     MISALIGNED = "misaligned"  # an atomic to a remote address 4 bytes off 8-byte alignment
+    # A valid rkey of one of the responder's target MRs (models/access.py window_of):
+    GRANTED = "granted"  # mid-target, every right: not a fault (the near miss)
+    AT_END = "at_end"  # ending at the target's last byte: granted too
+    PAST_END = "past_end"  # across the target's end (an atomic: just past it)
+    NO_RIGHT = "no_right"  # in a target registered without the right the operation needs
+    OTHER_PD = "other_pd"  # in a target of another PD than the responder QP's
+
+    @property
+    def targeted(self) -> bool:
+        """Does the WR name one of the responder's target MRs (models/access.py)?"""
+        return self in _TARGETED
+
+    @property
+    def refused(self) -> bool:
+        """Does the responder refuse the memory access it asks for?"""
+        return self in (Fault.PAST_END, Fault.NO_RIGHT, Fault.OTHER_PD)
+
+
+_TARGETED = frozenset({Fault.GRANTED, Fault.AT_END, Fault.PAST_END, Fault.NO_RIGHT,
+                       Fault.OTHER_PD})
 
 
 # ---------------------------------------------------------------------------------- rules
@@ -245,6 +266,8 @@ class WireStep:
     effects: tuple[tuple[str, Expectation], ...]
     forbidden: Mapping[str, tuple[EventType, ...]] = field(default_factory=dict)
     forbidden_rule: Rule = NO_EVENT_ON_COMPLETION_ERROR  # why `forbidden` must not appear
+    #: The bytes it placed in a target MR (a granted RDMA WRITE): (responder, window, data).
+    placed: tuple[tuple[str, access.Window, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -290,6 +313,8 @@ class PairModel:
         self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
         self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
         self._bad_lkey_recv: set[tuple[str, int]] = set()  # receives whose lkey names no MR
+        #: What each end's target MRs must hold (models/access.py).
+        self.memory = access.Memory()
         #: While not None: posts go back to back (no wait between them), and this counts
         #: each side's READs and atomics among them (see `back_to_back`).
         self.burst: dict[str, int] | None = None
@@ -340,6 +365,8 @@ class PairModel:
             raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
         if fault is Fault.MISALIGNED and not op.atomic:
             raise ValueError("the model misaligns the remote address of an atomic only")
+        if fault.targeted and op not in access.TARGETED_OPS:
+            raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
         if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
             raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
         exp = self.ends[side].post_send(wr_id, signaled)
@@ -351,6 +378,7 @@ class PairModel:
             exp = self.ends[side].overrule(
                 exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
+        self.memory.used |= fault.targeted
         if inline:
             self._inline.add((side, wr_id))
         if fence:
@@ -379,7 +407,8 @@ class PairModel:
         fills `side`'s sink; a fenced one delivered is judged by FENCE_AFTER_READS and, if it
         is a SEND, names the data its receive must hold (None: nothing to compare)."""
         rule, status, at_peer = decided
-        if status == WCStatus.SUCCESS and (op is Op.RDMA_READ or op.atomic):
+        targeted = self._ops.get((side, wr_id), (op, Fault.NONE))[1].targeted
+        if status == WCStatus.SUCCESS and (op is Op.RDMA_READ or op.atomic) and not targeted:
             self._sink[side] = sink_label(op)
         data = self._fenced.pop((side, wr_id), None)
         if data is None or status != WCStatus.SUCCESS or at_peer not in ("recv", "none"):
@@ -438,6 +467,7 @@ class PairModel:
         self.ends[side] = QPModel(self.qp_type, old.variant, old.caps, srq=self._new_srq(side))
         self.gone.discard(side)
         self._sink[side] = SINK_STALE  # a new QP, a new sink
+        self.memory.forget(side)  # and new target MRs
 
     def _new_srq(self, side: str) -> SRQModel | None:
         """A new, empty SRQ for an end that has one (it lives and dies with its QP)."""
@@ -491,6 +521,10 @@ class PairModel:
             if reliable:
                 return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
             return UC_BAD_RKEY, WCStatus.SUCCESS, "drop"
+        if fault.refused:
+            rule = access.refusal_rule(fault, reliable)
+            return (rule, WCStatus.REM_ACCESS_ERR, "access_refused") if reliable else (
+                rule, WCStatus.SUCCESS, "drop")
         if op.atomic and fault is Fault.MISALIGNED:
             return RC_ATOMIC_MISALIGNED, WCStatus.REM_INV_REQ_ERR, "invalid_request"
         if (side, wr_id) in self._beyond_depth:
@@ -544,7 +578,8 @@ class PairModel:
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))
         if at_peer == "recv_prot_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
-        sent = req.send_completed(status, op.send_opcode)
+        placed = self._placed(peer_side, op, fault, (status, at_peer))
+        sent = guarded(req.send_completed(status, op.send_opcode), fault, placed)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
             forbidden[side] = _ERROR_EVENTS
@@ -552,10 +587,28 @@ class PairModel:
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         if at_peer == "invalid_request":
             effects.append((peer_side, self.ends[peer_side].invalid_request()))
+        if at_peer == "access_refused":
+            refused = self.ends[peer_side].access_refused()
+            effects.append((peer_side, replace(
+                refused, checked=(*refused.checked, access.ACCESS_EVENT))))
         self._ops.pop((side, wr_id), None)
         self._inline.discard((side, wr_id))
         self._beyond_depth.discard((side, wr_id))
-        return WireStep(side, wr_id, rule, tuple(effects), forbidden)
+        return WireStep(side, wr_id, rule, tuple(effects), forbidden, placed=placed)
+
+    def _placed(
+        self, responder: str, op: Op, fault: Fault, outcome: tuple[WCStatus | None, str]
+    ) -> tuple[tuple[str, access.Window, bytes], ...]:
+        """A granted RDMA WRITE the responder took (`outcome`: the requester's status and
+        what happened at the peer, as `decide` says) into a target MR: its bytes, booked in
+        `memory`. One the wire dropped (a UC peer not receiving) placed nothing."""
+        status, at_peer = outcome
+        delivered = status == WCStatus.SUCCESS and at_peer == "none"
+        if op is not Op.RDMA_WRITE or not delivered or not fault.targeted or fault.refused:
+            return ()
+        window = access.window_of(op, fault)
+        self.memory.place(responder, window, access.PAYLOAD)
+        return ((responder, window, access.PAYLOAD),)
 
     def _first_packet(self, side: str) -> Expectation:
         """The first packet reached `side` in RTR: COMM_EST may follow, once."""
@@ -615,6 +668,15 @@ def checking(exp: Expectation) -> Expectation:
     if exp.silent:
         extra += (UNSIGNALED_SILENT,)
     return replace(exp, checked=exp.checked + extra) if extra else exp
+
+
+def guarded(exp: Expectation, fault: Fault, placed: tuple[object, ...]) -> Expectation:
+    """The requester's expectation of a WR naming a target MR, naming the rules the guard
+    bands check after it (qpconform/engine/memory.py): no stray byte; its bytes placed."""
+    if not fault.targeted:
+        return exp
+    extra = (access.GUARD, access.WRITE_PLACED) if placed else (access.GUARD,)
+    return replace(exp, checked=(*exp.checked, *extra))
 
 
 def with_data(exp: Expectation, data: str | None) -> Expectation:

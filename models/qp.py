@@ -380,6 +380,11 @@ class QPModel(QPModify):
         (QP_REQ_ERR, QP_ACCESS_ERR or QP_FATAL; models/operations.py RC_ATOMIC_MISALIGNED)."""
         return self._error_entered((), allowed=tuple(sorted(QP_ERROR_EVENTS)))
 
+    def access_refused(self) -> Expectation:
+        """The responder refused a request's memory access (IBTA class C, Remote Access
+        Error NAK): ERR, its WRs flushed; QP_ACCESS_ERR may come (models/access.py)."""
+        return self._error_entered((), allowed=(EventType.QP_ACCESS_ERR,))
+
     def _error_entered(
         self, events: tuple[EventType, ...], allowed: tuple[EventType, ...] = ()
     ) -> Expectation:

@@ -450,6 +450,12 @@ IWARP_NEVER_CONSULTS = frozenset(
         "pair.send.delivered",
         "pair.write.delivered",
         "pair.rc.bad_rkey",
+        # the InfiniBand responder's access checks: iwarp.write.access_refused is iWARP's
+        # (READs and atomics naming a target are not modelled on iWARP yet)
+        "pair.rc.access.mr_rights",
+        "pair.rc.access.bounds",
+        "pair.rc.access.pd",
+        "pair.rc.access.event",
         "pair.rc.retry_exc",
         "pair.rc.rnr_retry_exc",
         "pair.rc.rnr_wait",

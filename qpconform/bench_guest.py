@@ -19,9 +19,10 @@ from qpconform.adapters import executor
 
 def _verbs(device: Any) -> dict[str, Callable[..., Any]]:
     from qpconform import bench
+    from qpconform.cli import bench_tuning
 
     def guest_machine(seconds: float) -> dict[str, Any]:
-        return bench.in_guest_machine(device.name, seconds, device.port)
+        return bench.in_guest_machine(device.name, seconds, bench_tuning(), device.port)
 
     return {"guest_machine": guest_machine}
 

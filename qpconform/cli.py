@@ -13,10 +13,14 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qpconform.bench import Tuning
 
 
 def _add_vm(subparsers: argparse._SubParsersAction) -> None:
-    from vm import cli_args
+    from qpconform.vm import cli_args
 
     parser = subparsers.add_parser(
         "vm",
@@ -28,7 +32,7 @@ def _add_vm(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_vm(args: argparse.Namespace) -> int:
-    from vm import cli_args, prereqs, runner
+    from qpconform.vm import cli_args, prereqs, runner
 
     if args.install_deps:
         return prereqs.install_deps()
@@ -38,7 +42,7 @@ def _cmd_vm(args: argparse.Namespace) -> int:
               "itself runs in the guest)", file=sys.stderr)
         return 2
     if args.host_engine:
-        from vm import host_engine
+        from qpconform.vm import host_engine
 
         return host_engine.run(options, args.host_engine, f"{args.driver}0",
                                then_in_guest=args.then_in_guest or "",
@@ -53,7 +57,7 @@ def _add_report(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_bench(subparsers: argparse._SubParsersAction) -> None:
-    from vm import drivers, image
+    from qpconform.vm import drivers, image
 
     parser = subparsers.add_parser(
         "bench",
@@ -105,6 +109,16 @@ def _non_negative_int(text: str) -> int:
     return int(text)
 
 
+def bench_tuning() -> Tuning:
+    """The suite's windows and quirk profiles (the plugin's data files), handed to the bench
+    the way the plugin hands them to the engine."""
+    from fixtures.selection import family_quirks_file
+    from fixtures.windows import device_windows
+    from qpconform import bench
+
+    return bench.Tuning(windows=device_windows, quirks_file=family_quirks_file)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -116,13 +130,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     try:
         if args.vm:
             device = args.device or f"{args.driver}0"
-            return bench.vm_main(args.vm, device, args.seconds, Path(args.output), args.driver,
-                                 args.sessions)
+            return bench.vm_main(args.vm, device, args.seconds, Path(args.output),
+                                 bench_tuning(), args.driver, args.sessions)
         if args.device is None:
             print("qpconform bench: give --device NAME (a device on this host) or --vm RELEASE "
                   "(SoftRoCE in the VM)", file=sys.stderr)
             return 4
-        return bench.main(args.device, args.seconds, Path(args.output), args.port)
+        return bench.main(args.device, args.seconds, Path(args.output), bench_tuning(),
+                          args.port)
     except (pc.UsageError, ImportError) as exc:
         print(f"qpconform bench: {exc}", file=sys.stderr)
         return 4
@@ -132,7 +147,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_driver_source(subparsers: argparse._SubParsersAction) -> None:
-    from vm import drivers, image
+    from qpconform.vm import drivers, image
 
     parser = subparsers.add_parser(
         "driver-source",
@@ -150,7 +165,7 @@ def _add_driver_source(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_driver_source(args: argparse.Namespace) -> int:
-    from vm import buildenv, drivers, image, prereqs, runner
+    from qpconform.vm import buildenv, drivers, image, prereqs, runner
 
     try:
         opts = runner.VmOptions(release=args.release, mirror=args.mirror, build_only=True)
@@ -165,14 +180,14 @@ def _cmd_driver_source(args: argparse.Namespace) -> int:
 
 
 def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
-    from vm import drivers, image
+    from qpconform.vm import drivers, image
 
     parser = subparsers.add_parser(
         "mutants",
         help="gate mutant drivers in the VM and report the mutation score",
         usage="qpconform mutants [options] [-- PYTEST_ARGS...]",
-        description="Build every mutant of mutants/<driver>/ (patches of the guest kernel's "
-        "stock source), gate each in its own VM boot, and write the score and a table to "
+        description="Build every mutant of qpconform/mutants/<driver>/ (patches of the guest "
+        "kernel's stock source), gate each in its own VM boot, and write the score and a table to "
         "--output (.json and .md). PYTEST_ARGS after -- replace the selection (default suites/).",
     )
     parser.add_argument("--driver", default="rxe", choices=sorted(drivers.DRIVERS))
@@ -200,7 +215,7 @@ def _add_mutants(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_mutants(args: argparse.Namespace) -> int:
-    from mutants import run
+    from qpconform.mutants import run
 
     plan = run.Plan(
         driver=args.driver,
@@ -261,7 +276,31 @@ def _cmd_soak(args: argparse.Namespace) -> int:
                      args.markdown, args.timeout, command, args.busy)
 
 
-_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak]
+def _add_run(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the installed conformance suites against a device",
+        usage="qpconform run --device NAME [options] [-- PYTEST_ARGS...]",
+        description="The conformance suites, as installed with qpconform (no clone needed), "
+        "against the RDMA device NAME; PYTEST_ARGS after -- go to pytest (plugin options: "
+        "--quirks, --hypothesis-profile, --qp-type, -n, -k ...). Exit status: pytest's.",
+    )
+    parser.add_argument("--device", required=True, help="the RDMA device (ibv_devices)")
+    parser.add_argument("--suite", action="append", default=[], metavar="NAME",
+                        help="only suites/test_NAME.py (repeatable; default every suite)")
+    parser.add_argument("--out", type=Path, default=Path("reports/out"),
+                        help="where records and reports go (default reports/out here)")
+    parser.set_defaults(func=_cmd_run)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from qpconform import run_suites
+
+    return run_suites.main(args.device, args.suite, args.out, list(args.command))
+
+
+_SUBCOMMANDS = [_add_vm, _add_report, _add_bench, _add_driver_source, _add_mutants, _add_soak,
+                _add_run]
 
 
 def build_parser() -> argparse.ArgumentParser:

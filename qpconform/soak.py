@@ -37,16 +37,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qpconform.vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
 from reports import html
 from reports.divergence import read_divergences
 from reports.junit import read_junit
-from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
 
 PROJECT = Path(__file__).resolve().parent.parent
 #: pytest-xdist workers of each run (a host-engine run: one executor session each).
 WORKERS = 2
 DRIVERS = ("rxe", "siw")
-RELEASES = ("bookworm", "trixie", "trixie-backports")  # vm/image.py RELEASES (a self-test checks)
+#: qpconform/vm/image.py RELEASES (a self-test checks)
+RELEASES = ("bookworm", "trixie", "trixie-backports")
 DEFAULT_TARGETS = ("bookworm/rxe:5", "trixie/rxe:5", "trixie/siw:3")
 #: The derandomized profile: its runs take no seed (each is labelled by its number).
 DERANDOMIZED = "ci"

@@ -117,10 +117,35 @@ def divergence_text(div: Any) -> str:
     return "\n".join(lines)
 
 
+#: The labels a divergence gives its test (label name: record field), what the rendered
+#: report groups and filters by (reports/allure_render.py).
+DIVERGENCE_LABELS = (
+    ("rule", "rule_id"), ("kind", "rule_kind"), ("layer", "rule_layer"),
+    ("qp_type", "qp_type"), ("state", "state"), ("quirk", "known_quirk"),
+)
+#: The quirk label of a divergence no quirk covers.
+UNKNOWN_QUIRK = "none (unknown divergence)"
+
+
+def divergence_labels(div: Any) -> list[tuple[str, str]]:
+    """(label, value) for each of DIVERGENCE_LABELS the record has (a quirk: always)."""
+    labels = []
+    for label, name in DIVERGENCE_LABELS:
+        value = _field(div, name)
+        if label == "quirk" and not value:
+            value = UNKNOWN_QUIRK
+        if value:
+            labels.append((label, str(value)))
+    return labels
+
+
 def attach_divergence(div: Any) -> None:
-    """Attach a divergence to the running test: summary, shrunk steps, reproducer script."""
+    """Label the running test with its divergence (rule, kind, layer, QP type, state,
+    quirk) and attach it: summary, shrunk steps, reproducer script."""
     if allure is None:
         return
+    for label, value in divergence_labels(div):
+        allure.dynamic.label(label, value)
     allure.attach(
         divergence_text(div), name="divergence", attachment_type=allure.attachment_type.TEXT
     )

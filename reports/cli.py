@@ -28,6 +28,13 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         "       qpconform report --matrix RUN ... [--output DIR]",
     )
     parser.add_argument(
+        "--allure",
+        metavar="RESULTS",
+        help="also render the Allure report of these allure-pytest results into "
+        "<output>/allure-report/ with Allure 3 (scripts/bootstrap.sh installs it), linked "
+        "from report.html; without Allure the page says why and the status stays 0",
+    )
+    parser.add_argument(
         "--input",
         nargs="+",
         default=[str(DEFAULT_DIR)],
@@ -86,12 +93,20 @@ def run_report(args: argparse.Namespace) -> int:
                 f"{Path(args.output) / 'compare.json'}"
             )
             return 0
-        report, html_path, json_path = html.write_reports(args.input, args.output)
+        allure = None
+        if args.allure:
+            from reports.allure_render import render
+
+            allure = render(args.allure, args.output)
+        report, html_path, json_path = html.write_reports(
+            args.input, args.output, allure=allure.to_dict() if allure else None)
     except (OSError, ValueError) as exc:
         print(f"qpconform report: {exc}", file=sys.stderr)
         return 2
     print(f"written: {html_path}, {json_path}")
     print(html.verdict_line(report))
+    if allure is not None:
+        print(allure.line())
     return 0
 
 

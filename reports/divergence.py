@@ -1,13 +1,18 @@
-"""The divergences file of a run: where the records of a session go, and how it is read.
+"""The run's one divergence store: reports/out/divergences.json, its only writer and its reader.
 
-The record itself is the engine's (qpconform/engine/records.py: `Divergence`);
-this module is the sink a run gives the engine, `DivergenceFile`, appending each
-record to reports/out/divergences.json (or the file it names).
+The record is the engine's (qpconform/engine/records.py: `Divergence`). A run hands
+the engine a `DivergenceStore` as its sink; nothing else writes divergences: the run
+records (reports/run_record.py) count steps and refuse to carry records, and every
+report reads the store: report.json and report.html (through `merge_runs`), the
+JUnit properties, the TAP diagnostics and the Allure attachments of a failed test
+(fixtures/report_labels.py, fixtures/tap_output.py: the stored record of the test's
+divergence), the reproducers (named by the stored record), `--compare`, the soak and
+the mutant gate.
 
-xdist safety: `append_divergence` takes an exclusive fcntl lock on a sidecar
-`<file>.lock` and appends in place, so any number of worker processes on one
-host can append to the same file, which stays a valid JSON list with one record
-per line (a line cut short by a full disk: see `read_divergences`).
+xdist safety: an append takes an exclusive fcntl lock on a sidecar `<file>.lock` and
+appends in place, so any number of worker processes on one host can append to the same
+file, which stays a valid JSON list with one record per line (a line cut short by a
+full disk: see `read_divergences`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from reports.atomic import write_error
 #: Where a run writes its records and reports; QPCONFORM_OUT_DIR moves it (the mutation
 #: run gives every mutant its own folder).
 OUT_DIR = Path(os.environ.get("QPCONFORM_OUT_DIR") or Path(__file__).resolve().parent / "out")
-DIVERGENCES_JSON = OUT_DIR / "divergences.json"
+STORE_NAME = "divergences.json"
+DIVERGENCES_JSON = OUT_DIR / STORE_NAME
 
 
 # ----------------------------------------------------------------------------- storage
@@ -100,7 +106,7 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[done:], offset + done
 
 
-def append_divergence(path: str | os.PathLike[str], d: Divergence) -> None:
+def _append(path: str | os.PathLike[str], d: Divergence) -> None:
     """Append one record to the JSON list at path, under an exclusive lock (xdist-safe).
 
     The list's closing bracket is overwritten in place, so an append costs the size of
@@ -109,7 +115,7 @@ def append_divergence(path: str | os.PathLike[str], d: Divergence) -> None:
     its old end back and the error (ReportWriteError) names the file and the fix.
     """
     path = Path(path)
-    record = json.dumps(d.to_dict()).encode()
+    record = d.to_json().encode()
     try:
         with _locked(path):
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -147,11 +153,38 @@ def _append_line(fd: int, path: Path, record: bytes) -> None:
         raise
 
 
-class DivergenceFile:
-    """A sink appending to a divergences.json (by default reports/out/divergences.json)."""
+class DivergenceStore:
+    """The one writer of a run's divergences.json, and its reader (by default
+    reports/out/divergences.json; a folder names the store inside it)."""
 
     def __init__(self, path: str | os.PathLike[str] = DIVERGENCES_JSON) -> None:
-        self.path = Path(path)
+        path = Path(path)
+        self.path = path / STORE_NAME if path.is_dir() else path
+
+    @classmethod
+    def beside(cls, run_record: str | os.PathLike[str]) -> DivergenceStore:
+        """The store of the run whose record (run-<worker>.json) is at `run_record`."""
+        return cls(Path(run_record).parent / STORE_NAME)
 
     def add(self, d: Divergence) -> None:
-        append_divergence(self.path, d)
+        """Append one record (xdist-safe; see the module docstring)."""
+        _append(self.path, d)
+
+    def records(self) -> list[Divergence]:
+        """Every stored record, typed."""
+        return [Divergence.from_dict(r) for r in read_divergences(self.path)]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """Every stored record as plain JSON data (what the reports build from)."""
+        return read_divergences(self.path)
+
+    def find(self, record_id: str) -> Divergence | None:
+        """The last stored record with this id (a test's divergence, as the store holds it)."""
+        found = [r for r in read_divergences(self.path) if r.get("id") == record_id]
+        return Divergence.from_dict(found[-1]) if found else None
+
+    def as_stored(self, raised: Divergence) -> Divergence:
+        """What a failed test's reports show for the divergence it raised: the stored
+        record. One the store does not hold came from a checker a test built with a sink
+        of its own (the self-tests): that one is shown as raised."""
+        return self.find(raised.id) or raised

@@ -85,10 +85,13 @@ def write_reports(
     inputs: Iterable[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
     extra_settings: Mapping[str, Any] | None = None,
+    allure: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path, Path]:
     """Merge the run records, build the report, write report.html and report.json.
 
-    `extra_settings` are what only the controller knows at the end (the leak check)."""
+    `extra_settings` are what only the controller knows at the end (the leak check);
+    `allure` is what rendering the Allure report gave (reports/allure_render.py): the
+    page links it, or says why there is none."""
     inputs = list(inputs)
     files = run_files(inputs)
     if not files:
@@ -99,6 +102,8 @@ def write_reports(
     merged.setdefault("settings", {}).update(extra_settings or {})
     report = build_report(merged, base=files[0].parent)
     _add_reproducer_links(report, out)
+    if allure is not None:
+        report["allure"] = dict(allure)
     json_path, html_path = out / JSON_NAME, out / HTML_NAME
     write_atomic_many(  # both or neither: the page and its JSON twin always agree
         {

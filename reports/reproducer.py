@@ -19,7 +19,7 @@ from typing import Any
 
 from qpconform.engine.records import Divergence, describe_step
 from reports.atomic import write_atomic
-from reports.divergence import OUT_DIR, DivergenceFile
+from reports.divergence import OUT_DIR, DivergenceStore
 
 REPRODUCER_DIR = OUT_DIR / "reproducers"
 QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV": 10}
@@ -377,18 +377,18 @@ def write_reproducer(d: Divergence, out_dir: str | os.PathLike[str] = REPRODUCER
 
 
 class DivergenceKeeper:
-    """Where a machine run's divergences go (`run_machine(keep=...)`): each appended to
-    out_dir/divergences.json and handed to the run recorder; the minimal unknown one
-    first gets its reproducer script under out_dir/reproducers."""
+    """Where a machine run's divergences go (`run_machine(keep=...)`): each to the run's
+    store, out_dir/divergences.json; the minimal unknown one first gets its reproducer
+    script under out_dir/reproducers. Returns the stored record."""
 
-    def __init__(self, out_dir: Path = OUT_DIR, recorder: Any = None) -> None:
+    def __init__(self, out_dir: Path = OUT_DIR) -> None:
         self.out_dir = Path(out_dir)
-        self.store = DivergenceFile(self.out_dir / "divergences.json")
-        self.recorder = recorder
+        self.store = DivergenceStore(self.out_dir / "divergences.json")
 
-    def __call__(self, record: Divergence, minimal: bool) -> None:
+    def __call__(self, record: Divergence, minimal: bool) -> Divergence:
         if minimal:
-            record.reproducer = str(write_reproducer(record, self.out_dir / "reproducers"))
+            record = record.with_(
+                reproducer=str(write_reproducer(record, self.out_dir / "reproducers"))
+            )
         self.store.add(record)
-        if self.recorder is not None:
-            self.recorder.divergence(record)
+        return record

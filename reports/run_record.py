@@ -1,14 +1,14 @@
 """What one run did, in a form that survives pytest-xdist and feeds every report.
 
 The checker tells a `RunRecorder` about each step it compared (aggregated, so a
-long Hypothesis run stays small) and each divergence; the plugin writes one
-`run-<worker>.json` per process at session end, and `merge_runs` folds them
-into one run for `qpconform report`.
+long Hypothesis run stays small); the plugin writes one `run-<worker>.json` per
+process at session end, and `merge_runs` folds them into one run for `qpconform
+report`, with the divergences of the run's one store (reports/divergence.py), read
+beside the records: a run record never carries them (schema 2 refuses one that does).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -19,12 +19,17 @@ from typing import Any
 from qpconform.engine.choices import ChoiceBook
 from qpconform.engine.timing import DeliveryLog
 from reports.atomic import write_atomic
-from reports.divergence import OUT_DIR
+from reports.divergence import OUT_DIR, DivergenceStore
 from reports.replay import describe, part_order, with_batches
 
-SCHEMA = 1
+SCHEMA = 2  # 2: the divergences left the run record for the store
 KIND = "qpconform-run"
 RESULTS = ("match", "divergence", "known")
+#: A run made of several pytest sessions (a part on the host and one inside the guest with
+#: `qpconform vm --then-in-guest`, say; the mutant gate names each gate's run so) gives each
+#: the same id in this variable: their records are one run's, merged into one report
+#: (`merge_runs`). The plugin reads it (fixtures/seeds.py), the CLIs that start the parts set it.
+RUN_ID_ENV = "QPCONFORM_RUN_ID"
 
 StepKey = tuple[str, str, str, str | None, str]  # qp_type, verb, state_before, target, result
 
@@ -43,21 +48,8 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def divergence_dict(d: Any) -> dict[str, Any]:
-    """A divergence record as plain JSON data (a dataclass, an object with to_dict, or a dict)."""
-    if isinstance(d, Mapping):
-        out = dict(d)
-    elif hasattr(d, "to_dict"):
-        out = dict(d.to_dict())
-    elif dataclasses.is_dataclass(d) and not isinstance(d, type):
-        out = dataclasses.asdict(d)
-    else:
-        raise TypeError(f"not a divergence record: {d!r}")
-    return json.loads(json.dumps(out, default=str))  # enums, paths... become plain JSON
-
-
 class RunRecorder:
-    """Collects one process's steps, divergences and stale quirks.
+    """Collects one process's steps, choices and quirks (its divergences are the store's).
 
     `identity` and `settings` are plain attributes: the plugin may fill them in
     once the device is open (identity) or the options are known (settings).
@@ -71,7 +63,6 @@ class RunRecorder:
         self.settings: dict[str, Any] = dict(settings)
         self.started = _now()
         self._steps: dict[StepKey, dict[str, Any]] = {}
-        self.divergences: list[dict[str, Any]] = []
         self.stale_quirks: dict[str, str] = {}
         self.not_applicable_quirks: dict[str, str] = {}
         self.unseen_quirks: dict[str, str] = {}
@@ -129,10 +120,6 @@ class RunRecorder:
             rule_id = getattr(rule, "id", rule)
             agg["rules"][rule_id] = agg["rules"].get(rule_id, 0) + 1
 
-    def divergence(self, d: Any) -> None:
-        """A divergence (known or not), kept whole for the report and the reproducer link."""
-        self.divergences.append(divergence_dict(d))
-
     def stale_quirk(self, quirk_id: str, detail: str = "") -> None:
         """A quirk that matched nothing in this process (merge keeps it only if none matched)."""
         self.stale_quirks[str(quirk_id)] = detail
@@ -182,7 +169,6 @@ class RunRecorder:
             "identity": self.identity,
             "settings": self.settings,
             "steps": steps,
-            "divergences": self.divergences,
             "stale_quirks": [{"id": k, "detail": v} for k, v in sorted(self.stale_quirks.items())],
             "not_applicable_quirks": [
                 {"id": k, "detail": v} for k, v in sorted(self.not_applicable_quirks.items())
@@ -218,6 +204,12 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: not a qpconform run record (kind={data.get('kind')!r})")
     if data.get("schema", 0) > SCHEMA:
         raise ValueError(f"{path}: run schema {data['schema']} is newer than this qpconform's")
+    if "divergences" in data:
+        raise ValueError(
+            f"{path}: a run record that carries divergences (schema {data.get('schema')}): "
+            f"a run's divergences are in its one store, {DivergenceStore.beside(path).path}; "
+            "rerun with this qpconform to get records of the current schema"
+        )
     return data
 
 
@@ -277,7 +269,8 @@ def _unite_stateful(settings: dict[str, Any], runs: list[dict[str, Any]]) -> Non
 
 
 def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
-    """Fold per-worker run records into one: counts summed, divergences and quirks united."""
+    """Fold per-worker run records into one: counts summed, quirks united, and the
+    divergences of the store beside them (each record once)."""
     paths = sorted(paths, key=str)
     runs = [load_run(p) for p in paths]
     if not runs:
@@ -311,11 +304,6 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             agg["count"] += s["count"]
             for rule_id, n in s["rules"].items():
                 agg["rules"][rule_id] = agg["rules"].get(rule_id, 0) + n
-        for d in run.get("divergences", []):
-            text = json.dumps(d, sort_keys=True)
-            if text not in seen:
-                seen.add(text)
-                divergences.append(d)
         for q in run.get("stale_quirks", []):
             stale[q["id"]] = q.get("detail", "")
         for q in run.get("not_applicable_quirks", []):
@@ -339,6 +327,12 @@ def merge_runs(paths: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
             for chosen, n in chosen_counts.items():
                 into[chosen] = into.get(chosen, 0) + n
         situations.merge(run.get("situations", {}))
+    for store in dict.fromkeys(DivergenceStore.beside(p).path for p in paths):
+        for d in DivergenceStore(store).dicts():
+            text = json.dumps(d, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
+                divergences.append(d)
     matched = {d.get("known_quirk") for d in divergences if d.get("known_quirk")}
     qp_types = sorted({t for r in runs for t in r.get("settings", {}).get("qp_types", [])})
     if qp_types:

@@ -29,3 +29,32 @@ qpconform_bootstrap() {
     . .venv/bin/activate
     python -m pip install --quiet --disable-pip-version-check -e '.[dev]' || return 1
 }
+
+# Allure 3 (npm package `allure`, pinned: reports/allure_render.py ALLURE_VERSION) in .allure/,
+# which renders the Allure report of a run. Never fatal: without it (no node/npm, or npm cannot
+# reach its registry) `qpconform report --allure` says in report.html and on the terminal why
+# there is no Allure report, and the run goes on.
+QPCONFORM_ALLURE_VERSION=3.18.0
+qpconform_allure() {
+    local bin=.allure/node_modules/.bin/allure
+    if [ -x "$bin" ] && [ "$(cat .allure/version 2>/dev/null)" = "$QPCONFORM_ALLURE_VERSION" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+        qpconform_need_apt nodejs npm >/dev/null 2>&1 || true
+    fi
+    if ! command -v npm >/dev/null; then
+        echo "qpconform: npm is missing: the Allure report will not be rendered (install nodejs and npm)" >&2
+        return 0
+    fi
+    echo "qpconform: installing Allure $QPCONFORM_ALLURE_VERSION into .allure/ (npm)" >&2
+    mkdir -p .allure
+    if timeout 300 npm install --prefix .allure --no-audit --no-fund --loglevel=error \
+        --fetch-retries=0 --fetch-timeout=20000 "allure@$QPCONFORM_ALLURE_VERSION" \
+        >.allure/npm.log 2>&1 && [ -x "$bin" ]; then
+        echo "$QPCONFORM_ALLURE_VERSION" > .allure/version
+    else
+        echo "qpconform: npm could not install allure@$QPCONFORM_ALLURE_VERSION ($(grep -m1 -o 'reason: .*' .allure/npm.log || tail -n 1 .allure/npm.log)): the Allure report will not be rendered (npm's log: .allure/npm.log)" >&2
+    fi
+    return 0
+}

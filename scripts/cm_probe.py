@@ -6,7 +6,7 @@ Records, per step, what ibv_query_qp says on both sides, the errno of each plain
 ibv_modify_qp, the CM and async events, and the completions of a SEND across
 the connection; then, on fresh connections, what a modify to ERR, SQD, RESET,
 RTS or RTR of a connected QP and rdma_disconnect do to both sides. Prints one
-line per observation and writes them all as JSON (vm/notes-iwarp-cm.md sums them up).
+line per observation and writes them all as JSON (qpconform/vm/notes-iwarp-cm.md sums them up).
 """
 
 from __future__ import annotations

@@ -13,17 +13,18 @@
 # QPCONFORM_RELEASE=trixie-backports Debian 13 with the kernel of trixie-backports (7.3 in 2026-12).
 # QPCONFORM_DRIVER=siw runs against Soft-iWARP siw0 (built out of tree; pairs span siw0 -> siw1,
 # connected through rdma_cm) instead of rxe0, inside the guest (QPCONFORM_HOST_ENGINE=1: on this
-# host, the executor connecting the pairs; not the default yet: vm/host_engine.py says why).
+# host, the executor connecting the pairs; not the default yet: qpconform/vm/host_engine.py says why).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 driver="${QPCONFORM_DRIVER:-rxe}"  # the VM's device, when this host has none
 case "$driver" in
     rxe) vm_device=rxe0; vm_devices=(--device rxe0); host_engine=1 ;;  # pairs on rxe0 alone
-    siw) vm_device=siw0; vm_devices=(--device siw0 --peer-device siw1); host_engine=0 ;;  # =1 works (vm/host_engine.py)
+    siw) vm_device=siw0; vm_devices=(--device siw0 --peer-device siw1); host_engine=0 ;;  # =1 works (qpconform/vm/host_engine.py)
     *) echo "qpconform: QPCONFORM_DRIVER=$driver is not one of: rxe, siw" >&2; exit 2 ;;
 esac
 . scripts/bootstrap.sh
 qpconform_bootstrap || exit 1
+qpconform_allure  # never fatal: without it the report says why there is no Allure report
 
 device=""
 if [ "${1:-}" = "--device" ]; then
@@ -57,7 +58,8 @@ suite_args=(suites/ "${suite_options[@]}")
 lone_suites=(suites/test_transitions.py suites/test_attributes.py suites/test_post_rules.py
              suites/test_stateful.py)
 pair_suites=(suites/test_error_handling.py suites/test_drain.py suites/test_operations.py
-             suites/test_srq.py suites/test_shared_cq.py suites/test_traffic_stateful.py)
+             suites/test_srq.py suites/test_shared_cq.py suites/test_memory_protection.py
+             suites/test_traffic_stateful.py)
 run_with_host_engine() {
     local sessions=1
     [ "$workers" -ge 2 ] && sessions=$workers
@@ -90,9 +92,9 @@ else
     fi
 fi
 
-if ! qpconform report --input "$out" --output "$out"; then
+if ! qpconform report --input "$out" --output "$out" --allure "$out/allure-results"; then
     echo "qpconform: the report could not be built" >&2
     [ "$status" -eq 0 ] && status=1
 fi
-echo "qpconform: reports in $out/ (report.html, report.json, junit.xml, allure-results/)"
+echo "qpconform: reports in $out/ (report.html, report.json, junit.xml, allure-results/, allure-report/index.html)"
 exit "$status"

@@ -20,6 +20,7 @@ if [ "${1:-}" = "--full" ]; then
 fi
 . scripts/bootstrap.sh
 qpconform_bootstrap
+qpconform_allure  # for the browser test of the rendered Allure report (it skips, saying why, without)
 
 echo "== ruff"
 ruff check .

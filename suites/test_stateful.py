@@ -2,7 +2,8 @@
 
 The machine is qpconform/machines/lone.py (QPMachine); this file runs it on the
 selected device under the run's budget, seeds and quirks, and keeps what it finds
-(divergences.json, a reproducer for the minimal unknown sequence, the run record).
+(the run's store divergences.json, a reproducer for the minimal unknown sequence; the
+steps in the run record).
 Steps per example and examples come from the loaded Hypothesis profile
 (fixtures/plugin.py registers them; --hypothesis-profile NAME picks one).
 """
@@ -37,9 +38,6 @@ class _CountingRecorder:
     def step(self, *args: Any, **kwargs: Any) -> None:
         self.steps += 1
         self.inner.step(*args, **kwargs)
-
-    def divergence(self, d: Any) -> None:
-        self.inner.divergence(d)
 
     def choice(self, *args: Any) -> Any:
         return self.inner.choice(*args)
@@ -79,7 +77,7 @@ def test_qp_state_machine(
         settle_window=windows.quiet, event_window=windows.event_window,
         must_wait=windows.must_wait, delivery=delivery_log, test=current_test(),
     )
-    keep = DivergenceKeeper(OUT_DIR, counter)
+    keep = DivergenceKeeper(OUT_DIR)
     budgeted = stateful_budget.share("lone") is not None
     batch = device_settings(budgeted, seeded=run_seed is not None)
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import seed, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
+from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
 from models.operations import SINK_STALE
@@ -159,6 +160,12 @@ _RECV_BAD_LKEY_STATUS = {
     "recv_bad_lkey_loc_len_err": (WCStatus.LOC_LEN_ERR, None),
     "recv_bad_lkey_rem_access_err": (None, WCStatus.REM_ACCESS_ERR),
 }
+#: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
+#: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
+#: places one byte past its window; a granted WRITE completes and places nothing.
+ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
+#: The byte write_one_past places after a window (the guard pattern never has it there).
+_STRAY = 0x00
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
 FAKE_MAX_INLINE = 72
 #: How many unpolled completions cq_overrun's CQ holds.
@@ -271,6 +278,11 @@ class FakeEnd:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
         if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_executes":
             fault = Fault.NONE
+        if fault is Fault.NO_RIGHT and op is Op.RDMA_WRITE and (
+            self.pair.fault == "write_without_right"
+        ):  # the responder skips the rights check: the WRITE lands in the MR without them
+            self.pair.redirect[wr_id] = access.window_of(op, fault)
+            fault = Fault.GRANTED
         exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)
@@ -320,6 +332,10 @@ class FakeEnd:
             flushed = exp.completions[0]
             self.cq.append(Completion(flushed.wr_id, "recv", WCStatus.SUCCESS, self.qp_num))
         return VerbResult(True)  # recv_in_closing_unflushed: never completes
+
+    def targets(self) -> dict[str, bytes]:
+        """The bytes of this end's target MRs (every one: the fake registers them all)."""
+        return {name: bytes(self.pair.target(self.side, name)) for name in access.TARGETS}
 
     def post_srq_recv(self, wr_id: int) -> VerbResult:
         """Post to the end's SRQ through the fake's model."""
@@ -448,7 +464,7 @@ class FakePair:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
-        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -469,6 +485,8 @@ class FakePair:
         self._qpn = 100
         self.ends = {s: self._new_end(s) for s in ("a", "b")}
         self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
+        self.memory: dict[tuple[str, str], bytearray] = {}  # the ends' target MRs
+        self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -492,6 +510,8 @@ class FakePair:
         self.ends[side] = self._new_end(side)
         self.model.recreate(side)
         self.stuck.discard(side)
+        for key in [k for k in self.memory if k[0] == side]:
+            del self.memory[key]
 
     def establish(self) -> None:
         """iWARP: the fake connection manager connects the two idle ends (both RTS)."""
@@ -502,6 +522,22 @@ class FakePair:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def target(self, side: str, name: str) -> bytearray:
+        """`side`'s target MR `name`, filled with its guard pattern when first seen."""
+        return self.memory.setdefault((side, name), bytearray(access.fill(name)))
+
+    def place(self, step: WireStep) -> None:
+        """The bytes a wire step placed in a target MR, the planted fault's way."""
+        for side, window, data in step.placed:
+            if self.fault == "write_lost":
+                continue
+            window = self.redirect.pop(step.wr_id, window)
+            mem = self.target(side, window.target)
+            end = window.offset + len(data)
+            mem[window.offset:end] = data
+            if self.fault == "write_one_past" and end < access.TARGET_LEN:
+                mem[end] = _STRAY
 
     # ------------------------------------------------------------------ behaviour
     def emit(self, side: str, exp: Expectation) -> None:
@@ -590,6 +626,7 @@ class FakePair:
     def run_wire(self) -> None:
         """Let the wire finish every send it can (the fake is instantaneous)."""
         for step in self.model.progress():
+            self.place(step)
             if self.iwarp and self._bent_iwarp(step):
                 continue
             resumed = step.wr_id in self.resumed

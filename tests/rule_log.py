@@ -7,8 +7,9 @@ from typing import Any
 
 
 class RuleLog:
-    """A StepRecorder that counts the rule ids of every step and keeps the divergences
-    (`strict`: a divergence fails the test at once: a clean fake must not diverge)."""
+    """A StepRecorder that counts the rule ids of every step, and the divergence sink that
+    keeps the records (`strict`: a divergence fails the test at once: a clean fake must not
+    diverge). Pass it as both: `recorder=log, sink=log`."""
 
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
@@ -20,7 +21,7 @@ class RuleLog:
              rules: list[str], result: str) -> None:
         self.rules.update(rules)
 
-    def divergence(self, d: Any) -> None:
+    def add(self, d: Any) -> None:
         if self.strict:
             raise AssertionError(f"a clean fake diverged: {d}")
         self.divergences.append(d)

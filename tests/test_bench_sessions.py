@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from qpconform import bench
+from qpconform import bench, cli
 from tests.fake_device import FakeDevice
 from tests.remote_fake import remote, serve_session
 
@@ -40,7 +40,7 @@ def served(device: Any, path: Path) -> Iterator[threading.Thread]:
 def test_two_engines_side_by_side_each_run_their_own_sequences(tmp_path: Path) -> None:
     here, there = FakeDevice(), FakeDevice()
     with served(there, tmp_path / "s1.sock") as thread, remote(here) as device:
-        result = bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")])
+        result = bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")], cli.bench_tuning())
     assert not thread.is_alive()  # the other session said bye
     assert result["sessions"] == 2
     each = result["per_session"]
@@ -63,7 +63,7 @@ def test_a_divergence_in_another_session_stops_the_benchmark(tmp_path: Path) -> 
     there = FakeDevice(["misreport_state"])
     with served(there, tmp_path / "s1.sock"), remote(FakeDevice()) as device, \
             pytest.raises(RuntimeError, match="side-by-side session 1: DivergenceError"):
-        bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")])
+        bench.side_by_side(device, 2.0, [str(tmp_path / "s1.sock")], cli.bench_tuning())
 
 
 def _session(start: float, rate: float, steps: int) -> dict[str, Any]:

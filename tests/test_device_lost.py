@@ -40,6 +40,7 @@ def probed_device(monkeypatch, tmp_path: Path, present: bool) -> PyverbsDevice:
         )
 
     device._build_qp = build
+    device._listed_at_open = True
     return device
 
 
@@ -62,6 +63,23 @@ def test_a_type_the_probe_could_not_create_stays_a_reported_skip(monkeypatch, tm
     device = probed_device(monkeypatch, tmp_path, present=True)
     with pytest.raises(UnsupportedQPType, match="EOPNOTSUPP"):
         device.create_qp(QPType.XRC_SEND)
+
+
+def test_a_device_gone_before_the_probe_is_lost_not_every_type_unsupported(
+    monkeypatch, tmp_path
+):
+    device = probed_device(monkeypatch, tmp_path, present=False)
+    device._probe = None
+    with pytest.raises(DeviceLost, match="the probe's create_qp"):
+        device.supported_qp_types()
+
+
+def test_a_device_the_kernel_never_listed_is_probed_as_before(monkeypatch, tmp_path):
+    device = probed_device(monkeypatch, tmp_path, present=False)
+    device._probe = None
+    device._listed_at_open = False
+    assert device.supported_qp_types() == []
+    assert "Failed to find device" in device.unsupported_reason(QPType.RC)
 
 
 def fake_item(device: str | None):

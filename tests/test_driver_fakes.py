@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.quirks import Quirk, Quirks
 from qpconform.engine.records import DivergenceList
+from reports.divergence import DivergenceStore
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from suites import steps
@@ -164,9 +166,10 @@ MACHINE_EXAMPLES, MACHINE_STEPS = 80, 10
 
 
 def _checker(device: DriverFake, quirks: Quirks | None, variant: str = "linux",
-             recorder: RunRecorder | None = None) -> Checker:
+             recorder: RunRecorder | None = None, sink: Any = None) -> Checker:
     return Checker(device, variant=variant, quirks=quirks, recorder=recorder,
-                   settle_window=0.0, must_wait=0.0, sink=DivergenceList())
+                   settle_window=0.0, must_wait=0.0,
+                   sink=sink if sink is not None else DivergenceList())
 
 
 # ----------------------------------------------------------------------- with the profile
@@ -193,7 +196,8 @@ def test_the_suites_know_every_divergence_and_report_lacks_and_choices(
     quirks = run.quirks()
     recorder = RunRecorder(device.identity(), {"variant": "linux"})
     recorder.quirks_described(quirks.described)
-    checker = _checker(device, quirks, recorder=recorder)
+    store = DivergenceStore(tmp_path / "divergences.json")  # the run's, beside its record
+    checker = _checker(device, quirks, recorder=recorder, sink=store)
     types = device.supported_qp_types()
     done = run_suites(checker, device, "linux", types)  # fails on an unknown divergence
     checker.close()

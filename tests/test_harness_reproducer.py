@@ -227,8 +227,9 @@ def test_script_compiles_and_holds_the_steps(tmp_path: Path) -> None:
 
 
 def test_text_from_the_run_cannot_break_the_script() -> None:
-    record = _diverge("lost_flush", QPType.RC, _lost_flush)
-    record.observed = 'quote " backslash \\ dollar $x """ newline\nend'
+    record = _diverge("lost_flush", QPType.RC, _lost_flush).with_(
+        observed='quote " backslash \\ dollar $x """ newline\nend'
+    )
     compile(render(record), "reproducer", "exec")
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from qpconform.adapters import wire
+from qpconform.vm import host_engine
 from tests.fake_device import FakeDevice
 from tests.remote_fake import fake_pairs, listening
-from vm import host_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -280,9 +280,9 @@ def test_lone_and_pair_suites_are_all_of_suites_and_the_main_command_names_the_s
 
 def test_the_main_command_and_the_mutant_gate_run_the_same_drivers_on_the_host() -> None:
     """Which drivers' suites run with their engine here is decided in the script's case and
-    in vm.host_engine.HOST_ENGINE_DRIVERS (the mutant gate's and the soak's): they must
+    in qpconform.vm.host_engine.HOST_ENGINE_DRIVERS (the mutant gate's and the soak's): they must
     agree."""
-    from mutants import run
+    from qpconform.mutants import run
 
     assert run.HOST_ENGINE_DRIVERS is host_engine.HOST_ENGINE_DRIVERS
     script = (ROOT / "scripts" / "conformance.sh").read_text()

@@ -24,7 +24,6 @@ from models.variant import variant as parse_variant
 from qpconform.engine.connect import FAST
 from qpconform.engine.lone import Checker
 from qpconform.engine.pair import PairHarness
-from qpconform.engine.records import DivergenceList
 from suites import test_transitions
 from tests.fake_device import IWARP_STYLES, SIW_CAPS, FakeDevice
 from tests.fake_pair import FakePair
@@ -46,7 +45,7 @@ EXCLUDED: dict[str, str] = {
 def _lone(log: RuleLog) -> None:
     device = FakeDevice(variant="iwarp", caps=SIW_CAPS, qp_types=RC, **IWARP_STYLES["siw-like"])
     checker = Checker(device, "iwarp", recorder=log, settle_window=0.0, must_wait=0.0,
-                      sink=DivergenceList())
+                      sink=log)
     run_suites(checker, device, "iwarp", RC)
     test_transitions.test_types_the_variant_lacks_are_refused(checker, IWARP)
     checker.close()
@@ -58,7 +57,7 @@ def _pairs(log: RuleLog) -> None:
                   srq_sides: tuple[str, ...] = (), shared_cq_sides: tuple[str, ...] = ()):
         fake = FakePair(qp_type, settings=settings, iwarp=True, srq_sides=frozenset(srq_sides),
                         shared_cq_sides=frozenset(shared_cq_sides))
-        h = PairHarness(fake, settings, recorder=log, sink=None, time_scale=0.01,
+        h = PairHarness(fake, settings, recorder=log, sink=log, time_scale=0.01,
                         variant="iwarp")
         if connect:
             h.connect()

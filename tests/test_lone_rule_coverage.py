@@ -19,13 +19,12 @@ from typing import Any
 
 import pytest
 
-from models import catalog, operations, pair, shared_cq, srq
+from models import access, catalog, operations, pair, shared_cq, srq
 from models.attributes import DeviceCaps
 from models.capabilities import Capabilities
 from models.enums import MTU, QPType
 from models.variant import LINUX
 from qpconform.engine.lone import Checker
-from qpconform.engine.records import DivergenceList
 from suites import steps
 from suites.cases import attribute_groups, post_groups, transition_groups
 from tests.fake_device import FakeDevice
@@ -43,7 +42,8 @@ RXE_CAPABILITIES = Capabilities.of(LINUX, ["SQE", "XRC", "RAW_PACKET"])
 
 #: Every rule of the wire model needs a peer: the pair suites reach them all
 #: (tests/test_pair_suites_fake.py requires each one).
-PAIR_ONLY = {r.id for r in (*pair.RULES, *operations.RULES, *srq.RULES, *shared_cq.RULES)}
+PAIR_ONLY = {r.id for r in (*pair.RULES, *operations.RULES, *srq.RULES, *shared_cq.RULES,
+                              *access.RULES)}
 #: The other applicable rules no lone case can reach, each with the reason.
 EXCLUDED: dict[str, str] = {
     "ibta.send.complete": "a send completes successfully only with a peer: the pair suites",
@@ -80,7 +80,7 @@ def lone_rules(caps: DeviceCaps = RXE_LIKE) -> Counter[str]:
     device = FakeDevice(caps=caps, qp_types=TYPES)
     log = RuleLog()
     checker = Checker(device, LINUX, recorder=log, settle_window=0.0, must_wait=0.0,
-                      sink=DivergenceList())
+                      sink=log)
 
     def modify(qp: Any, case: Any) -> None:
         steps.run_modify_case(qp, device, case)

@@ -13,7 +13,17 @@ from types import ModuleType
 
 import pytest
 
-from models import catalog, iwarp_pair, pair, pair_checks, readback, rules, shared_cq, uverbs
+from models import (
+    access,
+    catalog,
+    iwarp_pair,
+    pair,
+    pair_checks,
+    readback,
+    rules,
+    shared_cq,
+    uverbs,
+)
 from models.sources import Rule
 
 
@@ -32,7 +42,7 @@ def _declared(module: ModuleType) -> set[str]:
 
 
 @pytest.mark.parametrize("module", [rules, pair, readback, uverbs, pair_checks, iwarp_pair,
-                                    shared_cq],
+                                    shared_cq, access],
                          ids=lambda m: m.__name__)
 def test_every_declared_rule_is_in_its_modules_rules_tuple(module: ModuleType) -> None:
     assert {r.id for r in module.RULES} == _declared(module)

@@ -92,7 +92,9 @@ def _pair_rules() -> Iterator[Rule]:
         for peer_state in STATES:
             for op in (Op.SEND, Op.RDMA_WRITE):
                 for fault in Fault:
-                    if (op is Op.SEND and fault is Fault.BAD_RKEY) or fault is Fault.MISALIGNED:
+                    if op is Op.SEND and (fault is Fault.BAD_RKEY or fault.targeted):
+                        continue
+                    if fault is Fault.MISALIGNED:
                         continue  # (a misaligned atomic: below)
                     if op is Op.RDMA_WRITE and qp_type == QPType.UD:
                         continue

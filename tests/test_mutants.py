@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mutants import run
 from qpconform import cli
-from vm import drivers
+from qpconform.mutants import run
+from qpconform.vm import drivers
 
 SHIPPED = run.load_catalog("rxe")
 SHIPPED_SIW = run.load_catalog("siw")
@@ -317,7 +317,7 @@ def test_gate_in_guest_runs_the_selection_inside_as_its_run(tmp_path):
         (run.Plan(), True),
         (run.Plan(host_engine=False), False),  # --in-guest
         (run.Plan(pytest_args=("suites/test_srq.py",)), True),  # a selection of yours too
-        (run.Plan(driver="siw"), False),  # not a host-engine driver yet (vm/host_engine.py)
+        (run.Plan(driver="siw"), False),  # not a host-engine driver yet (qpconform.vm.host_engine)
     ],
 )
 def test_gate_boots_once_with_the_engine_where_the_plan_says(tmp_path, monkeypatch, plan,
@@ -341,5 +341,5 @@ def test_cli_in_guest_reaches_the_plan(monkeypatch):
     monkeypatch.setattr(run, "main", lambda plan, output: seen.append(plan) or 0)
     assert cli.main(["mutants", "--ci-sample"]) == 0
     assert cli.main(["mutants", "--ci-sample", "--in-guest"]) == 0
-    assert cli.main(["mutants", "--driver", "siw"]) == 0  # inside (vm/host_engine.py)
+    assert cli.main(["mutants", "--driver", "siw"]) == 0  # inside (qpconform/vm/host_engine.py)
     assert [plan.uses_host_engine for plan in seen] == [True, False, False]

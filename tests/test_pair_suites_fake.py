@@ -14,24 +14,33 @@ from collections import Counter
 
 import pytest
 
-from models import operations, pair, shared_cq, srq
+from models import access, operations, pair, shared_cq, srq
 from models import rules as ib_rules
 from models.enums import QPType
 from models.pair import WireSettings
 from models.variant import LINUX
 from qpconform.engine.connect import FAST
 from qpconform.engine.pair import PairHarness
-from suites import test_drain, test_error_handling, test_operations, test_shared_cq, test_srq
+from suites import (
+    test_drain,
+    test_error_handling,
+    test_memory_protection,
+    test_operations,
+    test_shared_cq,
+    test_srq,
+)
 from tests.fake_pair import FakePair
 from tests.rule_log import RuleLog
 
-SUITES = (test_operations, test_error_handling, test_drain, test_srq, test_shared_cq)
+SUITES = (test_operations, test_error_handling, test_drain, test_srq, test_shared_cq,
+          test_memory_protection)
 #: Rules the cases must exercise between them, on a device with every feature.
 REQUIRED = {
     *(r.id for r in pair.RULES),
     *(r.id for r in operations.RULES),
     *(r.id for r in srq.RULES),
     *(r.id for r in shared_cq.RULES),
+    *(r.id for r in access.RULES),
     *(r.id for r in (
         ib_rules.FLUSH_ON_ERROR, ib_rules.DISCARD_ON_RESET, ib_rules.SQD_DRAINED_EVENT,
         ib_rules.SQD_DRAINED_UNASKED, ib_rules.SQD_DRAINED_OUTSIDE_SQD, ib_rules.SQD_DRAINED_ONCE,
@@ -56,7 +65,7 @@ def _pair_maker(log: RuleLog):
     ):
         fake = FakePair(qp_type, settings=settings, srq_sides=frozenset(srq_sides),
                         shared_cq_sides=frozenset(shared_cq_sides))
-        h = PairHarness(fake, settings, recorder=log, sink=None, time_scale=0.01)
+        h = PairHarness(fake, settings, recorder=log, sink=log, time_scale=0.01)
         if connect:
             h.connect()
         return h

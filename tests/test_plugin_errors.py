@@ -278,10 +278,10 @@ def test_an_out_dir_that_cannot_take_files_is_one_usage_error(
 
 RECORDING_SUITE = """
 from qpconform.engine.records import Divergence
-from reports.divergence import OUT_DIR, DivergenceFile
+from reports.divergence import OUT_DIR, DivergenceStore
 
 def test_records_a_divergence(run_recorder):
-    DivergenceFile(OUT_DIR / "divergences.json").add(Divergence(
+    DivergenceStore(OUT_DIR / "divergences.json").add(Divergence(
         qp_type="RC", state="INIT", verb="modify", attrs={}, mask=["STATE"], expected="refused",
         observed="accepted", rule_id="r.x", rule_summary="s", source="src", device={},
         steps=[]))

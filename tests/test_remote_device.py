@@ -61,9 +61,6 @@ def test_clean_device_passes_with_about_one_round_trip_per_step(tmp_path: Path) 
         def step(self, *args: object) -> None:
             steps.append(args)
 
-        def divergence(self, d: object) -> None:
-            pass
-
         def choice(self, *args: object) -> None:
             return None
 

@@ -23,6 +23,7 @@ from qpconform.engine.device import UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.records import Divergence
+from tests import test_access_planted as access_planted
 from tests import test_iwarp_pair as iwarp
 from tests import test_pair_suites_fake as suites_fake
 from tests import test_traffic_planted as planted
@@ -84,6 +85,13 @@ def test_a_planted_fault_is_caught_through_the_executor(qp_type, fault, scenario
     assert (record.kind, record.rule_id) == (kind, rule)
 
 
+@pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
+def test_a_stray_byte_is_caught_through_the_executor(qp_type) -> None:
+    """The guard bands read the target MRs through the executor ("targets")."""
+    record = _planted_record("write_one_past", access_planted._granted_write, qp_type)
+    assert (record.kind, record.rule_id) == ("memory", "pair.access.guard")
+
+
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_the_tour_of_every_rule_is_clean_through_the_executor(qp_type) -> None:
     """Traffic, faults, ERR, RESET, SQD, destroy and recreate of an end, on a clean fake."""
@@ -108,7 +116,7 @@ def test_the_pair_suites_pass_and_exercise_the_same_rules_through_the_executor()
                       shared_cq_sides: tuple[str, ...] = ()) -> PairHarness:
             pair = RemotePair(device, qp_type, settings, frozenset(srq_sides),
                               frozenset(shared_cq_sides))
-            h = PairHarness(pair, settings, recorder=log, sink=None, time_scale=0.01)
+            h = PairHarness(pair, settings, recorder=log, sink=log, time_scale=0.01)
             made.append(h)
             if connect:
                 h.connect()

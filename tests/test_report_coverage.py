@@ -150,9 +150,10 @@ def test_a_rule_the_device_broke_is_exercised(tmp_path: Path) -> None:
     step lists) counts as exercised, known or not."""
     rec = RunRecorder(IDENTITY, settings(["RC"]))
     rec.step("RC", "modify", "RESET", "INIT", ["linux.transition.RC.RESET->INIT"], "match")
-    rec.divergence({"qp_type": "RC", "verb": "event", "kind": "event",
-                    "rule_id": "ibta.sqd.drained_event.unasked", "known_quirk": "q.known"})
-    rules = _rules(build_report(load_run(rec.write(tmp_path / "run-main.json"))))
+    (tmp_path / "divergences.json").write_text(json.dumps([  # the run's store
+        {"qp_type": "RC", "verb": "event", "kind": "event",
+         "rule_id": "ibta.sqd.drained_event.unasked", "known_quirk": "q.known"}]))
+    rules = _rules(build_report(merge_runs([rec.write(tmp_path / "run-main.json")])))
     assert rules["ibta.sqd.drained_event.unasked"]["count"] == 1
     assert rules["ibta.sqd.drained_event.once"]["count"] == 0
 

@@ -104,7 +104,7 @@ def test_runs_that_are_not_comparable_are_named_not_merged(
     fleet: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     newer = _run(tmp_path / "newer-schema", {}, unknown=False, choices={})
-    _edit(newer, lambda data: data.update(schema=2))
+    _edit(newer, lambda data: data.update(schema=3))
     other = _run(tmp_path / "other-suite", {"kernel": "6.15.0"}, unknown=False, choices={},
                  version="0.0.9+rules.0123456789")
     stray = tmp_path / "notes.json"
@@ -118,7 +118,7 @@ def test_runs_that_are_not_comparable_are_named_not_merged(
     assert len(matrix["columns"]) == 3
     reasons = {Path(e["path"]).name: e["reason"] for e in matrix["excluded"]}
     assert set(reasons) == {"run-gw0.json", "other-suite", "notes.json"}
-    assert "run record schema 2, this qpconform reads 1" in reasons["run-gw0.json"]
+    assert "run record schema 3, this qpconform reads 2" in reasons["run-gw0.json"]
     assert (f"suite version 0.0.9+rules.0123456789, the matrix's (from {fleet[0]}) is "
             f"{VERSION}") in reasons["other-suite"]
     assert "neither a qpconform report nor a run record" in reasons["notes.json"]

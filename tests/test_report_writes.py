@@ -21,7 +21,7 @@ from reports import atomic
 from reports import cli as report_cli
 from reports.atomic import ReportWriteError, check_writable, write_atomic
 from reports.compare import write_compare
-from reports.divergence import append_divergence, read_divergences
+from reports.divergence import DivergenceStore, read_divergences
 from reports.html import write_reports
 from reports.reproducer import write_reproducer
 from reports.run_record import RunRecorder
@@ -220,17 +220,17 @@ def test_run_record_and_reproducer_are_whole_or_absent(tmp_path: Path, monkeypat
 # ----------------------------------------------------------------------------- divergences.json
 def test_a_full_disk_during_an_append_keeps_the_list(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "divergences.json"
-    append_divergence(path, _record("r.a"))
-    append_divergence(path, _record("r.b"))
+    DivergenceStore(path).add(_record("r.a"))
+    DivergenceStore(path).add(_record("r.b"))
     before = path.read_bytes()
     disk = FullDisk(tmp_path, room=40, monkeypatch=monkeypatch)  # part of the next record
     with pytest.raises(ReportWriteError) as exc:
-        append_divergence(path, _record("r.c"))
+        DivergenceStore(path).add(_record("r.c"))
     assert disk.failures == 1
     _clear_error(exc.value, path)
     assert path.read_bytes() == before  # the old end is back: still a valid JSON list
     disk.room = 1 << 20  # space freed: appends go on
-    append_divergence(path, _record("r.d"))
+    DivergenceStore(path).add(_record("r.d"))
     assert [d["rule_id"] for d in json.loads(path.read_text())] == ["r.a", "r.b", "r.d"]
 
 
@@ -239,7 +239,7 @@ def test_a_record_cut_short_is_the_only_one_lost(tmp_path: Path) -> None:
     record is still read, with a warning naming the file and the line."""
     path = tmp_path / "divergences.json"
     for rule in ("r.a", "r.b", "r.c"):
-        append_divergence(path, _record(rule))
+        DivergenceStore(path).add(_record(rule))
     whole = path.read_bytes()
     path.write_bytes(whole[: whole.rindex(b"r.c") + 10])  # the last record, torn
     torn = len(path.read_text().splitlines())
@@ -252,7 +252,7 @@ def test_a_record_cut_short_is_the_only_one_lost(tmp_path: Path) -> None:
 def test_damage_before_the_last_line_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "divergences.json"
     for rule in ("r.a", "r.b"):
-        append_divergence(path, _record(rule))
+        DivergenceStore(path).add(_record(rule))
     lines = path.read_text().splitlines()
     assert lines[1].startswith('{"qp_type"')
     lines[1] = lines[1][:20]

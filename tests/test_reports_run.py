@@ -16,8 +16,10 @@ import pytest
 from models.enums import MTU, Attr, QPState, QPType
 from models.qp import QPModel
 from models.variant import variant
+from qpconform.engine.records import Divergence
 from reports import cli as report_cli
 from reports import compare as report_compare
+from reports.divergence import DivergenceStore
 from reports.html import render_html, verdict_line, write_reports
 from reports.qualification import KNOWN, NOT_CONFORMANT, build_report, model_rules
 from reports.run_record import RunRecorder, load_run, merge_runs, run_path
@@ -128,8 +130,10 @@ class _Walk:
         return exp
 
     def divergence(
-        self, exp: Any, known_quirk: str | None, observed: str, reproducer: str | None = None
+        self, out_dir: Path, exp: Any, known_quirk: str | None, observed: str,
+        reproducer: str | None = None,
     ) -> dict[str, Any]:
+        """A divergence of this walk, added to the store of the run in `out_dir`."""
         d = {
             "qp_type": self.qp_type.name,
             "state": exp.state_before.name,
@@ -147,7 +151,7 @@ class _Walk:
             "reproducer": reproducer,
             "test": self.test,
         }
-        self.rec.divergence(d)
+        DivergenceStore(out_dir / "divergences.json").add(Divergence.from_dict(d))
         return d
 
 
@@ -180,7 +184,7 @@ def synthetic_run(out_dir: Path, *, unknown: bool = True, fixed_sqd: bool = Fals
     w.modify(S.INIT)
     w.modify(S.RTR)
     exp = w.post("post_send", result="known", accepted=True)
-    w.divergence(exp, KNOWN_QUIRK, "accepted (0), the WR completed with WR_FLUSH_ERR")
+    w.divergence(out_dir, exp, KNOWN_QUIRK, "accepted (0), the WR completed with WR_FLUSH_ERR")
     if unknown and not fixed_sqd:
         w = _Walk(gw0, QPType.RC, "suites/test_drain.py::test_sqd[RC]")
         for nxt in (S.INIT, S.RTR, S.RTS):
@@ -189,7 +193,7 @@ def synthetic_run(out_dir: Path, *, unknown: bool = True, fixed_sqd: bool = Fals
         script = out_dir / "reproducers" / "rc-rts-sqd.py"
         script.parent.mkdir(exist_ok=True)
         script.write_text("#!/usr/bin/env python3\n# RC RTS->SQD refused\nimport pyverbs\n")
-        w.divergence(exp, None, "refused with EINVAL (22), state RTS", str(script))
+        w.divergence(out_dir, exp, None, "refused with EINVAL (22), state RTS", str(script))
     gw1 = RunRecorder(IDENTITY, settings(types), worker="gw1")
     gw1.qp_type_unsupported("XRC_RECV", "create_qp: EOPNOTSUPP (95)")
     _full_walk(gw1, QPType.UD, "suites/test_transitions.py::test_legal_paths[UD]", rounds=3)
@@ -210,36 +214,14 @@ def test_recorder_round_trip(tmp_path: Path) -> None:
     rec.step("RC", "modify", "RESET", "INIT", ["linux.transition.RC.RESET->INIT"], "match")
     rec.step("RC", "modify", "RESET", "INIT", ["linux.transition.RC.RESET->INIT"], "match")
     rec.step("RC", "post_send", "RESET", None, ["ibta.post_send.RESET"], "divergence")
-    rec.divergence(
-        {
-            "qp_type": "RC",
-            "verb": "post_send",
-            "state": "RESET",
-            "rule_id": "ibta.post_send.RESET",
-            "known_quirk": None,
-        }
-    )
     path = rec.write(tmp_path / "run-main.json")
     data = load_run(path)
-    assert data["schema"] == 1 and data["identity"] == {"name": "rxe0"}
+    assert data["schema"] == 2 and data["identity"] == {"name": "rxe0"}
     modify = next(s for s in data["steps"] if s["verb"] == "modify")
     assert modify["count"] == 2 and modify["rules"] == {"linux.transition.RC.RESET->INIT": 2}
-    assert len(data["divergences"]) == 1
+    assert "divergences" not in data  # the store's (reports/divergence.py), never the record's
     with pytest.raises(ValueError):
         rec.step("RC", "modify", "RESET", "INIT", [], "maybe")
-
-
-def test_recorder_accepts_a_dataclass_divergence() -> None:
-    from dataclasses import dataclass
-
-    @dataclass
-    class Div:
-        qp_type: str
-        state: QPState
-
-    rec = RunRecorder({}, {})
-    rec.divergence(Div("RC", S.RTS))
-    assert rec.divergences == [{"qp_type": "RC", "state": 3}]
 
 
 def test_merge_sums_counts_and_drops_quirks_matched_elsewhere(run_files: list[Path]) -> None:
@@ -409,7 +391,7 @@ def test_compare_finds_new_and_fixed_divergences(tmp_path: Path) -> None:
     _full_walk(rec, QPType.RC, "t")
     w = _Walk(rec, QPType.UD, "suites/test_post.py::test_post_rules[UD]")
     exp = w.post("post_recv", result="divergence", accepted=False)
-    w.divergence(exp, None, "refused with EINVAL (22)")
+    w.divergence(tmp_path / "b", exp, None, "refused with EINVAL (22)")
     b_run = rec.write(tmp_path / "b" / "run-main.json")
     _, _, b_json = write_reports([b_run], tmp_path / "b")
 
@@ -466,13 +448,13 @@ def checker_run(out_dir: Path) -> Path:
     """
     from qpconform.engine.judge import DivergenceError
     from qpconform.engine.lone import Checker
-    from qpconform.engine.records import DivergenceList
     from tests.fake_device import FakeDevice
 
     device = FakeDevice(faults={"accept_illegal_transition"})
     rec = RunRecorder(device.identity(), settings(["RC", "UC", "UD"]))
     chk = Checker(
-        device, recorder=rec, sink=DivergenceList(), settle_window=0.0
+        device, recorder=rec, sink=DivergenceStore(out_dir / "divergences.json"),
+        settle_window=0.0,
     )
     try:
         for qp_type in (QPType.RC, QPType.UC, QPType.UD):

@@ -28,9 +28,6 @@ class _Steps:
              rules: list[str], result: str) -> None:
         self.seen.append((qp_type, verb, state_before, target, result))
 
-    def divergence(self, d: Any) -> None:
-        pass
-
     def choice(self, *args: Any) -> None:
         return None  # no characteristics kept here
 
@@ -44,7 +41,7 @@ def _random_settings() -> Any:
 def _run(example_seed: int | None, tmp_path: Path) -> list[tuple[Any, ...]]:
     steps = _Steps()
     run_machine(FakeDevice(), TYPES, config=FAST, recorder=steps,
-                keep=DivergenceKeeper(tmp_path, steps), hypothesis_settings=_random_settings(),
+                keep=DivergenceKeeper(tmp_path), hypothesis_settings=_random_settings(),
                 example_seed=example_seed)
     return steps.seen
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from qpconform import soak
+from qpconform.vm import host_engine
 from reports.junit import read_junit
-from vm import host_engine
 
 
 def test_a_target_names_release_driver_and_runs() -> None:

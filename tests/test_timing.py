@@ -8,14 +8,15 @@ from typing import Any
 import pytest
 
 from fixtures.record_writer import record_timing
+from fixtures.windows import WINDOWS_FILE, family_windows
 from qpconform import cli
-from qpconform.engine.timing import WINDOWS_FILE, DeliveryLog, Windows, load_windows, unsure
+from qpconform.engine.timing import DeliveryLog, Windows, unsure
 
 
 def test_the_shipped_table_has_rxe_and_a_default() -> None:
-    rxe = load_windows("rxe")
+    rxe = family_windows("rxe")
     assert rxe.source.startswith("windows.toml [rxe]")
-    other = load_windows("mlx5")
+    other = family_windows("mlx5")
     assert other.source.startswith("windows.toml [default]")
     assert 0 < rxe.quiet <= rxe.must_wait
     assert WINDOWS_FILE.is_file()
@@ -35,7 +36,7 @@ def test_a_bad_table_is_a_clear_error(tmp_path: Path, text: str, problem: str) -
     path = tmp_path / "windows.toml"
     path.write_text(text)
     with pytest.raises(ValueError, match=problem.replace("[", r"\[").replace("]", r"\]")):
-        load_windows("mlx5", path)
+        family_windows("mlx5", path)
 
 
 class _Recorder:

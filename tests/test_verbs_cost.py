@@ -1,4 +1,4 @@
-"""python -m vm.verbs_cost: the C-against-pyverbs measurement's table and its C source
+"""python -m qpconform.vm.verbs_cost: the C-against-pyverbs measurement's table and its C source
 (the run itself boots the VM: docs/measured.md has its numbers and command)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from vm import buildenv, verbs_cost
+from qpconform.vm import buildenv, verbs_cost
 
 RESULT = {"c": {"modify": 10.0, "query": 9.5, "poll": 1.75, "create_destroy": 680.0},
           "pyverbs": {"modify": 14.5, "query": 75.5, "poll": 10.25, "create_destroy": 1590.0}}

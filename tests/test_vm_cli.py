@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from qpconform import cli
-from vm import prereqs, qemu, runner
+from qpconform.vm import prereqs, qemu, runner
 
 
 def test_missing_command_is_a_clear_error(capsys):
@@ -56,7 +56,7 @@ def test_command_after_double_dash_keeps_its_options():
     parser = cli.build_parser()
     args = parser.parse_args(["vm", "--release", "trixie", "--env", "A=1"])
     assert args.release == "trixie" and args.env == ["A=1"]
-    from vm import cli_args
+    from qpconform.vm import cli_args
 
     opts = cli_args.options_from_args(args, ["pytest", "--device", "rxe0", "--", "x"])
     assert opts.command == ["pytest", "--device", "rxe0", "--", "x"]

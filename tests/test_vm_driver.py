@@ -13,7 +13,7 @@ import pytest
 
 from qpconform import cli
 from qpconform.adapters import identity
-from vm import buildenv, driver_setup, drivers, runner
+from qpconform.vm import buildenv, driver_setup, drivers, runner
 
 DEVICES_SH = Path(driver_setup.__file__).with_name("guest_devices.sh")
 

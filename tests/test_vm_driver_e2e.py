@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import shutil
 
+from qpconform.vm import driver_setup, drivers, image, runner
 from tests.vm_helpers import VM_ONLY, out_dir, run_in_vm
-from vm import driver_setup, drivers, image, runner
 
 pytestmark = VM_ONLY
 

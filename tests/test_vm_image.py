@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from qpconform import soak
-from vm import buildenv, image, mirror, pydeps
+from qpconform.vm import buildenv, image, mirror, pydeps
 
 INIT = b"#!/bin/sh\necho init\n"
 MIRROR = "http://mirror.invalid/debian"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from vm import image, runner, stoppable
+from qpconform.vm import image, runner, stoppable
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = "file:///nonexistent/debian"
@@ -29,7 +29,7 @@ MIRROR = "file:///nonexistent/debian"
 #: The runner, with the two checks a root-less, small test host fails stubbed out.
 DRIVER = """
 import os, sys
-from vm import prereqs, stoppable
+from qpconform.vm import prereqs, stoppable
 prereqs.check_root_for_build = lambda: None
 prereqs.check_disk_space = lambda *args, **kwargs: None
 stoppable.GRACE = float(os.environ["STUB_GRACE"])

@@ -1,6 +1,6 @@
 """The guest kernel log scanner: catches real problem reports, ignores benign lines."""
 
-from vm import kernel_log
+from qpconform.vm import kernel_log
 
 BENIGN = """\
 [    0.000000] Linux version 6.1.0-50-amd64 (debian-kernel@lists.debian.org)

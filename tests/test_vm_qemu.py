@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from vm import qemu, runner
+from qpconform.vm import qemu, runner
 
 FAKE = """\
 import os, re, sys, time

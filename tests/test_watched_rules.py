@@ -17,7 +17,7 @@ def _pair(
     qp_type: QPType = QPType.RC, settings: WireSettings = FAST
 ) -> tuple[PairHarness, RuleLog]:
     log = RuleLog(strict=True)
-    h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=None,
+    h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=log,
                     time_scale=0.01)
     h.connect()
     return h, log

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from reports.run_record import RunRecorder
+from tests.fake_device import FakeDevice
+from tests.remote_fake import listening
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,17 +56,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir
 
 
-def _run(env_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QPCONFORM_OUT_DIR")}
+def _run(env_dir: Path, cwd: Path, *args: str,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "QPCONFORM_OUT_DIR", "QPCONFORM_EXECUTORS")
+           and not k.startswith("PYTEST_XDIST")}
     return subprocess.run([str(env_dir / "bin" / "python"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_installed_package_is_the_wheel_and_imports_no_test_files(
     installed: Path, tmp_path: Path
 ) -> None:
     code = ("import sys, qpconform, qpconform.bench, qpconform.machines.lone, "
-            "qpconform.machines.pair, fixtures.plugin, reports.html, vm.runner; "
+            "qpconform.machines.pair, fixtures.plugin, reports.html, qpconform.vm.runner, "
+            "qpconform.mutants.run; "
             "print(qpconform.__file__); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('suites', 'tests')))")
     result = _run(installed, tmp_path, "-c", code)
@@ -72,6 +78,46 @@ def test_the_installed_package_is_the_wheel_and_imports_no_test_files(
     where, test_modules = result.stdout.splitlines()
     assert Path(where).is_relative_to(installed), where  # not the clone
     assert test_modules == "[]"
+
+
+def test_the_wheel_installs_only_the_design_cards_packages(installed: Path) -> None:
+    site = next(installed.glob("lib/python*/site-packages"))
+    tops = sorted(p.name for p in site.iterdir()
+                  if p.is_dir() and (p / "__init__.py").is_file())
+    assert tops == ["fixtures", "models", "qpconform", "reports", "suites"]
+    assert (site / "qpconform" / "mutants" / "run.py").is_file()
+    assert (site / "qpconform" / "vm" / "guest_init.sh").is_file()  # the guest's data too
+    assert (site / "fixtures" / "windows.toml").is_file()
+    # the mutant catalogue's patches, kernel series folders and all
+    shipped = sorted(p.relative_to(site) for p in (site / "qpconform" / "mutants").rglob("*.patch"))
+    ours = sorted(p.relative_to(ROOT) for p in (ROOT / "qpconform" / "mutants").rglob("*.patch"))
+    assert shipped == ours and ours
+
+
+def test_pytest_finds_the_plugin_by_its_entry_point(installed: Path, tmp_path: Path) -> None:
+    result = _run(installed, tmp_path, "-m", "pytest", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--device" in result.stdout and "--quirks" in result.stdout  # the plugin's options
+
+
+@pytest.mark.slow  # a whole suite run through the installed CLI: CI's full set
+@pytest.mark.parametrize(("faults", "status", "verdict"), [
+    ((), 0, "qpconform verdict for fake0: CONFORMANT"),
+    (("accept_illegal_transition",), 1, "NOT CONFORMANT"),  # the gate can fail from the wheel
+])
+def test_qpconform_run_runs_a_suite_from_the_wheel_against_the_fake_device(
+    installed: Path, tmp_path: Path, faults: tuple[str, ...], status: int, verdict: str
+) -> None:
+    sock = tmp_path / "executor.sock"
+    with listening(FakeDevice(list(faults)), str(sock)):
+        result = _run(installed, tmp_path, "-m", "qpconform", "run", "--device", "fake0",
+                      "--suite", "transitions", "--out", "out", "--",
+                      "--executor", str(sock), "--hypothesis-profile", "ci", "-q", "-k", "RC",
+                      timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == status, out[-3000:]
+    assert verdict in out, out[-3000:]
+    assert (tmp_path / "out" / "run-host-main.json").is_file()  # here, not in the venv
 
 
 @pytest.mark.parametrize("command", [["bench", "--help"], ["vm", "--help"]])

@@ -55,7 +55,7 @@ PairFactory = Callable[[QPType, WireSettings, frozenset[str], frozenset[str]], P
 #: Requests that touch no QP: their reply reads nothing (`seen` is None). After every other
 #: request every open QP is read (poll and events) into the reply.
 _READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machine",
-                           "pair_values"})
+                           "pair_values", "targets"})
 #: Resource sets (Context, PD, CQs, MR) of destroyed QPs kept for the next ones: the lone
 #: machine has at most 3 QPs open (qpconform/machines/lone.py MachineConfig.max_qps).
 POOL = 4
@@ -99,6 +99,7 @@ class Executor:
             "pair_recreate": self.pair_recreate,
             "pair_establish": lambda p: self.pairs[p].establish(),  # type: ignore[attr-defined]
             "pair_close": self.pair_close,
+            "targets": lambda q: self.qps[q].targets(),  # type: ignore[attr-defined]
             "poll": lambda q: [wire.completion(c) for c in self.qps[q].poll()],
             "events": lambda q, timeout: [wire.event(e) for e in self.qps[q].events(timeout)],
             "destroy": self.destroy,

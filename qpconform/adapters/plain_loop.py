@@ -6,6 +6,7 @@ the checked machine's rate beside it; the guest's executor serves it to a host e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from models.enums import Attr, QPState, QPType
 from qpconform.adapters.pyverbs_device import open_device
@@ -44,3 +45,44 @@ def modify_rate(device_name: str, seconds: float = 5.0, port: int | None = None)
         return calls / (time.monotonic() - start)
     finally:
         device.close()
+
+
+def pyverbs_call_costs(device: str, seconds: float, mask: int, depth: int) -> dict[str, float]:
+    """Microseconds a call of modify, query, poll and create+destroy, straight through
+    pyverbs on one RC QP: the loops of qpconform/vm/verbs_cost.c, for its C-against-pyverbs
+    table (the guest runs both)."""
+    import pyverbs.enums as e
+    from pyverbs.cq import CQ
+    from pyverbs.device import Context
+    from pyverbs.pd import PD
+    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+    with Context(name=device) as ctx, PD(ctx) as pd, CQ(ctx, depth) as cq:
+        cap = QPCap(max_send_wr=depth, max_recv_wr=depth, max_send_sge=1, max_recv_sge=1)
+        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap)
+        to_init = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+        to_init.pkey_index, to_init.qp_access_flags = 0, 0
+        to_reset = QPAttr(qp_state=e.IBV_QPS_RESET)
+        init_mask = (e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT
+                     | e.IBV_QP_ACCESS_FLAGS)
+        with QP(pd, init) as qp:
+            def modify() -> int:
+                qp.modify(to_init, init_mask)
+                qp.modify(to_reset, e.IBV_QP_STATE)
+                return 2
+
+            def create_destroy() -> int:
+                QP(pd, init).close()
+                return 1
+
+            loops = {"modify": modify, "query": lambda: qp.query(mask) and 1,
+                     "poll": lambda: cq.poll(num_entries=depth) and 1,
+                     "create_destroy": create_destroy}
+            return {verb: _timed(loop, seconds) for verb, loop in loops.items()}
+
+
+def _timed(loop: Callable[[], int], seconds: float) -> float:
+    calls, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        calls += loop()
+    return 1e6 * (time.monotonic() - start) / calls

@@ -20,7 +20,7 @@ import os
 import select
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from qpconform.adapters import inflight
@@ -35,9 +35,6 @@ from qpconform.engine.device import (
     VerbResult,
 )
 from qpconform.engine.text import ATTR_FIELDS
-
-if TYPE_CHECKING:  # the device makes its QPs: a runtime import would be circular
-    from qpconform.adapters.pyverbs_device import PyverbsDevice
 
 #: create_qp errnos that mean "this device does not do this QP type".
 UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM, errno.ENOSYS})
@@ -177,12 +174,30 @@ def drain_events(ctx: Any, fd: int, timeout: float) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------- QP
+
+class QPOwner(Protocol):
+    """What a QP needs of the device that made it (pyverbs_device.PyverbsDevice): the QP
+    module stays below the device module, so the two files do not import each other."""
+
+    pv: Any
+    name: str
+    port: int
+    gid_index: int
+    pool: SetPool | None
+
+    def ah_attr(self, port_num: int, sgid_index: int) -> Any: ...
+
+    def valid_attrs(self, qp: PyverbsQP) -> dict[str, int]: ...
+
+    def forget(self, qp: PyverbsQP) -> None: ...
+
+
 class PyverbsQP:
     """One device QP in its own Context, with send/recv CQs and a small MR (a QPHandle)."""
 
     def __init__(
         self,
-        device: PyverbsDevice,
+        device: QPOwner,
         qp_type: QPType,
         serial: int,
         srq: bool = False,

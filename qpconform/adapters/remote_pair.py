@@ -61,6 +61,12 @@ class RemoteEnd(RemoteQP):
         crashes on it kills that child, reported as VerbResult.killed)."""
         return self._post("post_recv", wr_id, short, bad_lkey, isolated)
 
+    def targets(self) -> dict[str, bytes]:
+        """The bytes of the end's target MRs in the executor (the guard bands' check)."""
+        if self.closed:
+            return {}
+        return {str(k): bytes(v) for k, v in self._call("targets").items()}
+
     def post_srq_recv(self, wr_id: int) -> VerbResult:
         if self.closed:
             return VerbResult(False, None, "destroyed")

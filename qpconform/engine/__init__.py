@@ -13,7 +13,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 owed windows, history)
     core.py     Engine: tracked QPs, conclude a verb, poll, bounded waits, missing
                 items, following a quirked device
-    records.py  the engine's records: Divergence, the DivergenceSink a caller passes,
+    records.py  the engine's record: Divergence (frozen, to/from JSON), the DivergenceSink
+                a caller passes (a run's: reports/divergence.py DivergenceStore),
                 DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
     quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
@@ -27,6 +28,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 quirk covers (drains ended early or late, sends that wait for the doorbell)
     shared_cq.py  PairHarness's bystander QPs on an end's CQs and the routing of every
                 completion by qp_num (several QPs on one CQ)
+    memory.py   PairHarness's guard bands: the target MRs' bytes against
+                models/access.py after every settle and quiet window
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; qpconform/adapters/ implements the device protocol

@@ -245,7 +245,7 @@ class Engine:
         if quirk is None:  # its other conditions (QP types, ...) leave this modify out
             return
         self.judge.verdict(d, [])  # known; no step of the log is marked: nothing was sent
-        raise HazardAvoided(quirk, d)
+        raise HazardAvoided(quirk, self.judge.known[-1])  # the judged record, as stored
 
     def moved(
         self, track: Track, before: QPState, after: QPState, step: int, modify: bool = False

@@ -1,6 +1,7 @@
 """Judging a divergence: known (a quirk covers it) or unknown (the run fails with its record).
 
-One place decides for every rule set: a known divergence is recorded and the run
+One place decides for every rule set: a known divergence is recorded (handed to the
+sink, the run's one record path: the run recorder counts steps, never records) and the run
 goes on (the engine then follows the device); an unknown one is recorded, gets a
 reproducer when the rule set can replay it, and is raised as DivergenceError, or
 kept for the end of the test when it is an event divergence the rule set chose
@@ -33,8 +34,6 @@ class StepRecorder(Protocol):
         result: str,
     ) -> None: ...
 
-    def divergence(self, d: Any) -> None: ...
-
     def choice(
         self, rule_id: str, chosen: str, situation: str | None = None, where: str = ""
     ) -> tuple[str, str] | None:
@@ -51,7 +50,7 @@ class DivergenceError(AssertionError):
         self.record = record
         self.more = list(more or [])
 
-    def __str__(self) -> str:  # the record may gain a reproducer path after raising
+    def __str__(self) -> str:  # the stored record (with its reproducer) may replace it
         text = self.record.format()
         if self.more:
             rest = "\n\n".join(d.format() for d in self.more)
@@ -89,19 +88,17 @@ class Judge:
 
     def verdict(self, d: Divergence, steps: list[dict[str, Any]]) -> Quirk | None:
         """Record `d`; return its quirk if known, None if deferred; raise if unknown."""
-        d.test = d.test or self.test
+        d = d.with_(test=d.test or self.test)
         quirk = self.quirks.match(d)
         if quirk is not None:
-            d.known_quirk = quirk.id
+            d = d.with_(known_quirk=quirk.id)
             self.known.append(d)
             if steps:  # lets a reproducer replay past this step
                 steps[-1].setdefault("known", []).append(quirk.id)
         elif self.reproducers is not None:
-            d.reproducer = str(self.reproducers(d))
+            d = d.with_(reproducer=str(self.reproducers(d)))
         if self.sink is not None:
             self.sink.add(d)
-        if self.recorder is not None:
-            self.recorder.divergence(d)
         if quirk is not None:
             return quirk
         if self.defer_events and d.kind in ("event", "missing_event"):

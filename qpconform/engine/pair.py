@@ -6,7 +6,8 @@ the wire: `PairModel.progress()` decides what happened to every started send
 and the harness books, under the wire's rule and step, the completions and
 events due on each end and the events that must not follow an error completion.
 After every verb the pair settles (a bounded wait that ends as soon as
-everything due was seen) and both states are read back; `quiet` is the one
+everything due was seen), both states are read back and so are the target MRs'
+bytes (qpconform/engine/memory.py, the guard bands); `quiet` is the one
 deliberate "must not happen" window.
 
 What is the pair's own: an automatic move to ERR/SQE is observed through
@@ -55,6 +56,7 @@ from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
 from .judge import DivergenceError, Judge, StepRecorder
 from .ledger import Because, Ledger
+from .memory import MemoryGuards
 from .pair_follow import EndState, PairFollowing, Rewind
 from .park import AFTER_END, Park
 from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
@@ -103,9 +105,10 @@ _RECORD_VERBS = {
     "event": "event",
     "missing_event": "event",
     "state": "query",
+    "memory": "memory",
 }
 
-class PairHarness(SharedCQ, PairFollowing, Engine):
+class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
     """Drive a pair device and its PairModel in lock step; every difference is a divergence.
 
     A divergence a quirk covers is recorded as known (`known_quirk`), the harness
@@ -486,6 +489,7 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
             bound = self._timer_wait() if self._timer_due() else self.bound
         self.observe(0.0, bound)
         self._follow_not_started()
+        self.check_memory()  # before the states: a stray byte is the harm itself
         self._check_states()
 
     def _timer_wait(self) -> float:
@@ -512,6 +516,7 @@ class PairHarness(SharedCQ, PairFollowing, Engine):
             window = self.delivery.window(self._kind("completion"), self.quiet_window)
         self.observe(window, 0.0)
         self.note_watched()
+        self.check_memory(commit=True)
         self._check_states()
 
     def close(self) -> None:

@@ -2,10 +2,12 @@
 
 A record holds everything a driver developer needs without the suite: the QP
 type, state and verb, the attributes and mask, what the model expected and what
-the device did, the rule (with its source) and every step that led there. The
-engine hands each record to a `DivergenceSink` its caller chose: `DivergenceList`
-keeps them in memory; reports/divergence.py has the file a run writes
-(`DivergenceFile`), so the engine itself never writes a report.
+the device did, the rule (with its source) and every step that led there. It is
+frozen: what the judge adds (the test, the quirk, the reproducer) makes a new
+record, so the record a report reads is the one that was stored. The engine hands
+each record to a `DivergenceSink` its caller chose: `DivergenceList` keeps them in
+memory; a run's store (reports/divergence.py: `DivergenceStore`) is the only
+writer of the run's divergences.json, so the engine itself never writes a report.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-@dataclass
+@dataclass(frozen=True)
 class Divergence:
     """What the model expected, what the device did, and how we got there.
 
@@ -56,7 +58,11 @@ class Divergence:
 
     def __post_init__(self) -> None:
         if not self.id:
-            self.id = self.fingerprint()
+            object.__setattr__(self, "id", self.fingerprint())  # frozen: set once, here
+
+    def with_(self, **changes: Any) -> Divergence:
+        """A copy with `changes` (the id stays: it names the divergence, not the copy)."""
+        return dataclasses.replace(self, **changes)
 
     def fingerprint(self) -> str:
         """A short stable id: same rule, QP type, verb and steps give the same id."""
@@ -81,6 +87,18 @@ class Divergence:
         """The inverse of to_dict (unknown keys are ignored, for older/newer files)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def to_json(self) -> str:
+        """One line of JSON: the form the store writes (reports/divergence.py)."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> Divergence:
+        """The inverse of to_json."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"not a divergence record: {text[:80]!r}")
+        return cls.from_dict(data)
 
     def format(self) -> str:
         """A readable multi-line report (the DivergenceError message)."""

@@ -14,9 +14,8 @@ come after it and gone unseen. The verdict says so (reports/qualification.py).
 
 from __future__ import annotations
 
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 KINDS = ("completion", "event")
@@ -140,9 +139,6 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 
 # ----------------------------------------------------------------------- windows per family
-WINDOWS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "windows.toml"
-
-
 @dataclass(frozen=True)
 class Windows:
     """How long the engine watches, for one device family (fixtures/windows.toml).
@@ -171,27 +167,25 @@ class Windows:
         )
 
 
-def load_windows(family: str, path: Path = WINDOWS_FILE) -> Windows:
-    """The windows of a device family, or the file's [default] table."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the timing table ({exc})") from exc
+def windows_from(family: str, data: Mapping[str, Any], origin: str) -> Windows:
+    """The windows of a device family from a parsed timing table (its [family] table, else
+    its [default] one). The caller reads the file (fixtures/windows.py): the engine reads
+    no file; `origin` names it in errors and in Windows.source."""
     name = family if family in data else "default"
     table = data.get(name)
     if not isinstance(table, dict):
-        raise ValueError(f"{path}: no [{family}] and no [default] table")
+        raise ValueError(f"{origin}: no [{family}] and no [default] table")
     try:
         quiet, must = float(table["quiet_window"]), float(table["must_wait"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(
-            f"{path} [{name}]: quiet_window and must_wait must be numbers of seconds ({exc})"
+            f"{origin} [{name}]: quiet_window and must_wait must be numbers of seconds ({exc})"
         ) from exc
     try:
         event = float(table.get("event_window", quiet))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path} [{name}]: event_window must be seconds ({exc})") from exc
+        raise ValueError(f"{origin} [{name}]: event_window must be seconds ({exc})") from exc
     if not 0 < quiet <= must or not 0 < event <= must:
-        raise ValueError(f"{path} [{name}]: need 0 < quiet_window, event_window <= must_wait")
+        raise ValueError(f"{origin} [{name}]: need 0 < quiet_window, event_window <= must_wait")
     why = str(table.get("measured", "")).strip()
-    return Windows(quiet, must, f"{path.name} [{name}]" + (f": {why}" if why else ""), event)
+    return Windows(quiet, must, f"{origin} [{name}]" + (f": {why}" if why else ""), event)

@@ -50,7 +50,7 @@ from qpconform.machines.fills import draw_fills
 from qpconform.machines.stops import deliver_pending
 
 #: Where run_machine hands each divergence it keeps; `minimal` marks the shrunk unknown one.
-KeepDivergence = Callable[[Divergence, bool], None]
+KeepDivergence = Callable[[Divergence, bool], "Divergence | None"]
 
 S = QPState
 
@@ -107,22 +107,6 @@ class MachineConfig:
     park: bool = True
 
 
-class _StepsOnly:
-    """Forwards steps to a run recorder; divergences are reported once, after shrinking."""
-
-    def __init__(self, recorder: StepRecorder) -> None:
-        self._recorder = recorder
-
-    def step(self, *args: Any) -> None:
-        self._recorder.step(*args)
-
-    def divergence(self, d: Any) -> None:
-        pass
-
-    def choice(self, *args: Any) -> Any:
-        return self._recorder.choice(*args)
-
-
 class QPMachine(RuleBasedStateMachine):
     """Random sequences of verbs on up to config.max_qps QPs, all checked."""
 
@@ -149,7 +133,7 @@ class QPMachine(RuleBasedStateMachine):
             device,
             variant,
             quirks,
-            _StepsOnly(recorder) if recorder else None,
+            recorder,
             config.settle_window,
             event_window=config.event_window,
             must_wait=config.must_wait,
@@ -506,14 +490,14 @@ def run_machine(
                 parking.raise_found()
     except DivergenceError as exc:
         if keep is not None:
-            keep(exc.record, True)
+            exc.record = keep(exc.record, True) or exc.record  # the stored one names its script
         raise
     except Flaky as exc:  # a divergence met, then a replay that went elsewhere
         found = _unreplayed(exc, sink)
         if found is None:
             raise
         if keep is not None:
-            keep(found.record, True)
+            found.record = keep(found.record, True) or found.record
         raise found from exc
     finally:
         known = sink.distinct()

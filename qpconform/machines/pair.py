@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from models.access import TARGETED_OPS
 from models.enums import Attr, QPState, QPType
 from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
@@ -31,11 +32,16 @@ S = QPState
 SIDES = st.sampled_from(["a", "b"])
 #: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer, an
 #: inline WR one byte beyond max_inline_data, an operation the QP type lacks, a receive
-#: shorter than a SEND, a receive whose lkey names no MR (RC).
+#: shorter than a SEND, a receive whose lkey names no MR (RC), a valid rkey asking more
+#: than its MR grants (models/access.py: "access").
 FAULTS = frozenset(
     {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv",
-     "bad_lkey_recv", "misaligned_atomic"}
+     "bad_lkey_recv", "misaligned_atomic", "access"}
 )
+#: What an "access" draw names in the peer's target MRs: granted windows (mid-region, at
+#: its last byte) as often as refused ones (past its end, without the right, another PD).
+TARGET_FAULTS = st.sampled_from([Fault.GRANTED, Fault.AT_END, Fault.PAST_END,
+                                 Fault.NO_RIGHT, Fault.OTHER_PD])
 _TABLE = LINUX.table
 _SENDABLE = (S.RTS, S.SQD, S.SQE, S.ERR)
 #: The most unsignaled WRs a batch puts before its signaled one.
@@ -397,6 +403,17 @@ def machine_for(
             if self._state(side) in _SENDABLE and op in self.h.ops:
                 self.h.post_send(side, op, Fault.BAD_RKEY)
 
+        @precondition(lambda self: "access" in faults and qp_type != QPType.UD)
+        @rule(side=SIDES, fault=TARGET_FAULTS,
+              op=st.sampled_from([o for o in ops_for(qp_type) if o in TARGETED_OPS]
+                                 or [Op.RDMA_WRITE]))
+        def access_target(self, side: str, op: Op, fault: Fault) -> None:
+            """A valid rkey of one of the peer's target MRs: a window it grants, or one it
+            refuses (RC: REM_ACCESS_ERR, both ERR; UC: dropped); the guard bands are
+            compared after the step."""
+            if self._state(side) in _SENDABLE and op in self.h.ops:
+                self.h.post_send(side, op, fault)
+
         @precondition(lambda self: "peer" in faults)
         @rule(side=SIDES)
         def replace_peer(self, side: str) -> None:
@@ -537,6 +554,14 @@ def iwarp_machine_for(
         def write_bad_rkey(self, side: str) -> None:
             if self._state(side) == S.RTS:
                 self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+
+        @precondition(lambda self: "access" in faults)
+        @rule(side=SIDES, fault=TARGET_FAULTS)
+        def access_write(self, side: str, fault: Fault) -> None:
+            """A WRITE with a valid STag of one of the peer's target regions: granted, or
+            refused (the data sink terminates); the guard bands compared after it."""
+            if self._state(side) == S.RTS:
+                self.h.post_send(side, Op.RDMA_WRITE, fault)
 
         @precondition(lambda self: "peer" in faults)
         @rule(side=SIDES)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 #: The environment variable naming the sessions' sockets to a host COMMAND (`qpconform vm
-#: --host-engine`, vm/host_engine.py); the plugin reads it (fixtures/executor_session.py).
+#: --host-engine`, qpconform/vm/host_engine.py); the plugin reads it (fixtures/executor_session.py).
 EXECUTORS_ENV = "QPCONFORM_EXECUTORS"
 
 

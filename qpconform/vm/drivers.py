@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qpconform.adapters.elf_note import note_build_id
+
 
 @dataclass(frozen=True)
 class DriverSpec:
@@ -63,15 +65,6 @@ def tree_hash(folder: Path) -> str:
 
 def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def note_build_id(note: bytes) -> str:
-    """Hex of the descriptor of one ELF note (the raw ``.note.gnu.build-id``)."""
-    if len(note) < 12:
-        return ""
-    namesz, descsz, _type = struct.unpack_from("<III", note)
-    start = 12 + (namesz + 3) // 4 * 4
-    return note[start : start + descsz].hex()
 
 
 def elf_build_id(path: Path) -> str:

@@ -1,7 +1,7 @@
 """Orchestrate one ``qpconform vm`` run: image, Python deps, boot, status, kernel log.
 
 Exit status: COMMAND's own status; 1 if COMMAND succeeded but the guest
-kernel log shows a problem (vm/kernel_log.py); 124 if --timeout expired;
+kernel log shows a problem (qpconform/vm/kernel_log.py); 124 if --timeout expired;
 125 if the runner itself failed (setup, boot); 130 on Ctrl-C/SIGTERM.
 """
 
@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qpconform.vm import driver_setup, image, kernel_log, prereqs, pydeps, qemu
+from qpconform.vm.buildenv import BuildError
+from qpconform.vm.drivers import DriverError
+from qpconform.vm.mirror import MirrorError, host_mirror
 from reports.atomic import ReportWriteError, check_writable
-from vm import driver_setup, image, kernel_log, prereqs, pydeps, qemu
-from vm.buildenv import BuildError
-from vm.drivers import DriverError
-from vm.mirror import MirrorError, host_mirror
 
 EXIT_KERNEL_LOG = 1
 EXIT_TIMEOUT = 124
@@ -42,7 +42,7 @@ class UserError(Exception):
 
 @dataclass
 class VmOptions:
-    """Parsed ``qpconform vm`` options (see vm/cli_args.py for their meaning)."""
+    """Parsed ``qpconform vm`` options (see qpconform/vm/cli_args.py for their meaning)."""
 
     command: list[str] = field(default_factory=list)
     release: str = image.DEFAULT_RELEASE

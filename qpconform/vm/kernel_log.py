@@ -84,7 +84,7 @@ def summary(findings: list[Finding], limit: int = 10) -> str:
 #: Reports after which the guest kernel cannot be trusted to finish the run: the task that
 #: met it died inside a system call, maybe holding locks, over memory that may be corrupt
 #: (seen: rxe on 6.1 corrupting a slab, then flooding the console for minutes). The host
-#: stops such a guest soon after one (vm/qemu.py) instead of waiting out the run's timeout.
+#: stops such a guest soon after one (qemu.py) instead of waiting out the run's timeout.
 CRASHES = ("oops", "panic", "gpf", "bad_access")
 _CRASH = re.compile(PREFIX + "(?:" + "|".join(PATTERNS[k] for k in CRASHES) + ")")
 

@@ -15,8 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from vm import buildenv, image
-from vm.drivers import (
+from qpconform.vm import buildenv, image
+from qpconform.vm.drivers import (
     DRIVERS,
     DriverError,
     DriverSpec,
@@ -28,7 +28,7 @@ from vm.drivers import (
     tree_hash,
 )
 
-#: Where the control share is mounted in the guest (vm/guest_init.sh).
+#: Where the control share is mounted in the guest (qpconform/vm/guest_init.sh).
 CTL_IN_GUEST = "/run/qpconform/ctl"
 ENV_NAME = "QPCONFORM_DRIVER_UNDER_TEST"
 

@@ -6,8 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from vm import drivers, image, pydeps, runner
-from vm.qemu import CRASH_GRACE
+from qpconform.vm import drivers, image, pydeps, runner
+from qpconform.vm.qemu import CRASH_GRACE
 
 DESCRIPTION = f"""\
 Run COMMAND inside a QEMU VM that has real SoftRoCE devices rxe0 and rxe1
@@ -173,7 +173,7 @@ def add_host_engine(add) -> None:  # type: ignore[no-untyped-def]
         metavar="N",
         help="run COMMAND on this host, its engine against N device executor sessions in the "
         "guest (one per pytest process: -n N, or 1 without xdist; the guest serves NAME0 of "
-        "--driver); COMMAND finds them in QPCONFORM_EXECUTORS (vm/host_engine.py)",
+        "--driver); COMMAND finds them in QPCONFORM_EXECUTORS (qpconform/vm/host_engine.py)",
     )
     add(
         "--then-in-guest",

@@ -15,7 +15,7 @@ session COMMAND never opened is ended here, so the guest does not wait for it.
 ended (what must run where the device is, without a second boot).
 
 Exit status: COMMAND's when it failed, else the guest's (a leak, a kernel crash, a
-timeout, the part inside: vm/runner.py's statuses).
+timeout, the part inside: qpconform/vm/runner.py's statuses).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 from qpconform.adapters import wire
-from vm import runner
-from vm.executor_vm import EXECUTORS_ENV as ENV
-from vm.executor_vm import served, session_ports
+from qpconform.vm import runner
+from qpconform.vm.executor_vm import EXECUTORS_ENV as ENV
+from qpconform.vm.executor_vm import served, session_ports
 
 #: The suites whose tests each drive lone QPs, and the ones whose tests drive connected pairs
 #: (loopback pairs the executor builds): together all of suites/, the lone ones first where a
@@ -48,7 +48,7 @@ LONE_SUITES = ("suites/test_transitions.py", "suites/test_attributes.py",
                "suites/test_post_rules.py", "suites/test_stateful.py")
 PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
                "suites/test_operations.py", "suites/test_srq.py", "suites/test_shared_cq.py",
-               "suites/test_traffic_stateful.py")
+               "suites/test_memory_protection.py", "suites/test_traffic_stateful.py")
 #: Every suite in the order a host-engine run takes them.
 ALL_SUITES = LONE_SUITES + PAIR_SUITES
 

@@ -1,6 +1,6 @@
 /* The cost of the verbs a device executor makes for each checked step, called from C
  * against libibverbs: what a C executor would pay where the Python one pays pyverbs
- * (vm/verbs_cost.py runs both in the guest and puts them side by side; issue 25 item 1).
+ * (qpconform/vm/verbs_cost.py runs both in the guest and puts them side by side; issue 25 item 1).
  *
  *   verbs_cost DEVICE SECONDS QUERY_MASK
  *

@@ -3,7 +3,7 @@
 The image is keyed by everything that goes into it (release, packages, init
 script, mirror, build recipe), so a changed input gives a new image and an
 unchanged one is reused.  A run never writes to the cached image: QEMU boots a
-copy-on-write overlay of it (see vm/qemu.py).
+copy-on-write overlay of it (see qpconform/vm/qemu.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from vm import stoppable
+from qpconform.vm import stoppable
 
 RELEASES = ("bookworm", "trixie", "trixie-backports")
 DEFAULT_RELEASE = "bookworm"
@@ -122,7 +122,7 @@ def packages_for(release: str) -> tuple[str, ...]:
 
 def guest_init_script() -> bytes:
     """The guest PID 1 script shipped as package data."""
-    return resources.files("vm").joinpath("guest_init.sh").read_bytes()
+    return resources.files("qpconform.vm").joinpath("guest_init.sh").read_bytes()
 
 
 def cache_root() -> Path:

@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vm import image, prereqs, stoppable
-from vm.drivers import DriverError, DriverSpec
+from qpconform.vm import image, prereqs, stoppable
+from qpconform.vm.drivers import DriverError, DriverSpec
 
-#: libibverbs-dev: vm/verbs_cost.c, the C side of the executor-language measurement
+#: libibverbs-dev: qpconform/vm/verbs_cost.c, the C side of the executor-language measurement
 BUILD_PACKAGES = ("gcc", "make", "libc6-dev", "xz-utils", "libibverbs-dev")
 RECIPE_VERSION = 1
 

@@ -1,9 +1,9 @@
 """Boot the guest with QEMU: accelerator choice, boot watchdog, live console, cleanup.
 
 The guest's serial console is QEMU's stdout.  The host streams it live,
-strips the guest init's marker lines (see vm/guest_init.sh) and uses them:
+strips the guest init's marker lines (see qpconform/vm/guest_init.sh) and uses them:
 ``QPCONFORM-BOOTED`` stops the boot watchdog, ``QPCONFORM-EXIT`` carries the
-command's status.  A kernel crash on the console (an oops, a panic: vm/kernel_log.py
+command's status.  A kernel crash on the console (an oops, a panic: qpconform/vm/kernel_log.py
 CRASHES) stops the guest CRASH_GRACE seconds later, unless it reported its status by
 then, and cuts the console's echo after CRASH_ECHO more lines.  Every QEMU process runs
 in its own session and is killed (process group, SIGKILL) on every way out: normal end,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from vm import kernel_log
+from qpconform.vm import kernel_log
 
 BOOTED = b"QPCONFORM-BOOTED"
 EXITED = b"QPCONFORM-EXIT"

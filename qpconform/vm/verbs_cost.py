@@ -2,9 +2,9 @@
 timed from C against libibverbs and from Python through pyverbs, in one guest boot
 (issue 25 item 1: measure before choosing the executor's language).
 
-    python -m vm.verbs_cost [--release bookworm] [--seconds 3] [--output FILE]
+    python -m qpconform.vm.verbs_cost [--release bookworm] [--seconds 3] [--output FILE]
 
-vm/verbs_cost.c is compiled in the driver gate's build layer (the guest's release, with
+qpconform/vm/verbs_cost.c is compiled in the driver gate's build layer (the guest's release, with
 libibverbs-dev) into reports/out/verbs-cost/; in the guest the same loops run on rxe0
 from C and through pyverbs (modify_qp, query_qp with the executor's mask, poll_cq of an
 empty CQ, create_qp + destroy_qp), and the table gives microseconds a call for both.
@@ -17,15 +17,14 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from vm import buildenv, image, runner
-from vm.buildenv import BuildError
+from qpconform.vm import buildenv, image, runner
+from qpconform.vm.buildenv import BuildError
 
 HERE = Path(__file__).resolve().parent
-PROJECT = HERE.parent
+PROJECT = HERE.parents[1]
 OUT = PROJECT / "reports" / "out" / "verbs-cost"
 VERBS = ("modify", "query", "poll", "create_destroy")
 DEPTH = 16  # the CQ's entries asked per poll, as verbs_cost.c and the executor
@@ -42,54 +41,17 @@ def build(release: str) -> Path:
     result = env.chroot(["gcc", "-O2", "-Wall", "-o", "verbs_cost", "verbs_cost.c", "-libverbs"],
                         cwd="/build/verbs-cost")
     if result.returncode != 0:
-        raise BuildError(f"compiling vm/verbs_cost.c failed:\n{result.stdout}{result.stderr}")
+        raise BuildError(f"compiling qpconform/vm/verbs_cost.c failed:\n"
+                         f"{result.stdout}{result.stderr}")
     OUT.mkdir(parents=True, exist_ok=True)
     binary = OUT / f"verbs_cost-{release}"
     shutil.copy2(inside / "verbs_cost", binary)
     return binary
 
 
-def pyverbs_costs(device: str, seconds: float, mask: int) -> dict[str, float]:
-    """The same loops as verbs_cost.c through pyverbs (in the guest): microseconds a call."""
-    import pyverbs.enums as e
-    from pyverbs.cq import CQ
-    from pyverbs.device import Context
-    from pyverbs.pd import PD
-    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-
-    with Context(name=device) as ctx, PD(ctx) as pd, CQ(ctx, DEPTH) as cq:
-        cap = QPCap(max_send_wr=DEPTH, max_recv_wr=DEPTH, max_send_sge=1, max_recv_sge=1)
-        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap)
-        to_init = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-        to_init.pkey_index, to_init.qp_access_flags = 0, 0
-        to_reset = QPAttr(qp_state=e.IBV_QPS_RESET)
-        init_mask = (e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT
-                     | e.IBV_QP_ACCESS_FLAGS)
-        with QP(pd, init) as qp:
-            def modify() -> int:
-                qp.modify(to_init, init_mask)
-                qp.modify(to_reset, e.IBV_QP_STATE)
-                return 2
-
-            def create_destroy() -> int:
-                QP(pd, init).close()
-                return 1
-
-            loops = {"modify": modify, "query": lambda: qp.query(mask) and 1,
-                     "poll": lambda: cq.poll(num_entries=DEPTH) and 1,
-                     "create_destroy": create_destroy}
-            return {verb: _timed(loop, seconds) for verb, loop in loops.items()}
-
-
-def _timed(loop: Any, seconds: float) -> float:
-    calls, start = 0, time.monotonic()
-    while time.monotonic() - start < seconds:
-        calls += loop()
-    return 1e6 * (time.monotonic() - start) / calls
-
-
 def guest(device: str, seconds: float, binary: Path, output: Path) -> int:
     """In the guest: both sides, written to `output` as JSON."""
+    from qpconform.adapters.plain_loop import pyverbs_call_costs
     from qpconform.adapters.pyverbs_qp import QUERY_MASK
 
     c = subprocess.run([str(binary), device, str(seconds), str(QUERY_MASK)],
@@ -98,7 +60,7 @@ def guest(device: str, seconds: float, binary: Path, output: Path) -> int:
         print(c.stderr, file=sys.stderr)
         return 1
     result = {"device": device, "seconds": seconds, "c": json.loads(c.stdout),
-              "pyverbs": pyverbs_costs(device, seconds, QUERY_MASK)}
+              "pyverbs": pyverbs_call_costs(device, seconds, QUERY_MASK, DEPTH)}
     output.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
@@ -113,7 +75,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vm.verbs_cost", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m qpconform.vm.verbs_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--release", default="bookworm", choices=image.RELEASES)
     parser.add_argument("--seconds", type=float, default=3.0, help="per loop (default 3)")
@@ -132,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     written.unlink(missing_ok=True)
     status = subprocess.run(
         [sys.executable, "-m", "qpconform", "vm", "--release", args.release, "--timeout", "900",
-         "--log-dir", str(OUT), "--", "python3", "-m", "vm.verbs_cost", "--guest", "rxe0",
+         "--log-dir", str(OUT), "--", "python3", "-m", "qpconform.vm.verbs_cost", "--guest", "rxe0",
          "--seconds", str(args.seconds), "--binary", str(binary), "--output",
          str(written)],
         cwd=PROJECT,

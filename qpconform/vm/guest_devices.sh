@@ -1,4 +1,4 @@
-# qpconform guest device setup, sourced by the guest init (vm/guest_init.sh).
+# qpconform guest device setup, sourced by the guest init (qpconform/vm/guest_init.sh).
 #
 # Why a separate file on the control share: the driver under test changes from
 # run to run, and the device setup must follow it without rebuilding the image.

@@ -1,7 +1,7 @@
 """``qpconform mutants``: run the suite against mutant drivers and report the mutation score.
 
-A mutant is a small patch of the stock driver source (mutants/<driver>/<kernel
-series>/<id>.patch, described in mutants/<driver>/catalog.toml): a bug a
+A mutant is a small patch of the stock driver source (qpconform/mutants/<driver>/<kernel
+series>/<id>.patch, described in qpconform/mutants/<driver>/catalog.toml): a bug a
 driver author could plausibly write.  For each guest release the stock source
 of the guest kernel is fetched once, rebuilt unmodified (the baseline, which
 must pass), then each mutant is patched, built against the guest's headers and
@@ -27,16 +27,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixtures.seeds import RUN_ID_ENV
+from qpconform.vm import driver_setup, drivers, image, prereqs, runner
+from qpconform.vm.buildenv import BuildError
+from qpconform.vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
 from reports.atomic import ReportWriteError, write_atomic_many
 from reports.divergence import read_divergences
 from reports.junit import read_junit
-from vm import driver_setup, drivers, image, prereqs, runner
-from vm.buildenv import BuildError
-from vm.host_engine import ALL_SUITES, HOST_ENGINE_DRIVERS, PEER_DEVICE
+from reports.run_record import RUN_ID_ENV
 
 HERE = Path(__file__).resolve().parent
-PROJECT = HERE.parent
+PROJECT = HERE.parents[1]
 CATEGORIES = (
     "transition",
     "attr_storage",
@@ -55,7 +55,7 @@ CATEGORIES = (
     "fence",
     "recv_error",
 )
-#: Exit statuses of ``qpconform vm`` (vm/runner.py) and what they mean for a mutant.
+#: Exit statuses of ``qpconform vm`` (qpconform/vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA
 
 

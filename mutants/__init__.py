@@ -1,1 +1,0 @@
-"""Mutant drivers: small plausible bugs, to measure how many the gate catches (mutants/run.py)."""

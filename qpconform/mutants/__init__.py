@@ -1,0 +1,1 @@
+"""Mutant drivers: small plausible bugs, to measure how many the gate catches (run.py)."""
