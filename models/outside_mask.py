@@ -24,13 +24,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from models.enums import Attr, QPState
+from models.outcomes import Expectation
 from models.sources import DRIVER, KERNEL_UVERBS_CMD_C, LIBIBVERBS, MUST, Rule, Source
 
-if TYPE_CHECKING:
-    from models.qp import QPModel
+
+class Judging(Protocol):
+    """What `explains` needs of a QPModel (models/qp.py imports this module)."""
+
+    variant: Any
+
+    @property
+    def table(self) -> Any: ...
+
+    def modify(self, attrs: Mapping[str, int], mask: Attr | int) -> Expectation: ...
 
 OUTSIDE_MASK = Rule(
     "linux.modify.outside_mask_ignored",
@@ -73,7 +82,7 @@ def readings(attrs: Mapping[str, int], mask: Attr) -> Iterator[tuple[dict[str, i
 
 
 def explains(
-    model: QPModel, attrs: Mapping[str, int], mask: Attr, accepted: bool,
+    model: Judging, attrs: Mapping[str, int], mask: Attr, accepted: bool,
     errno: int | None, seen: QPState | None,
 ) -> bool:
     """Would a driver reading qp_state outside `mask` have done what the device did
