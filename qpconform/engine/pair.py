@@ -225,13 +225,16 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         extra: Mapping[str, int] | None = None,
         extra_mask: Attr = NO_BITS,
         mask: Attr | None = None,
+        fill: unmasked.Fill | None = None,
     ) -> VerbResult:
-        """modify_qp(side -> nxt) with valid attrs; compared, then the pair settles."""
+        """modify_qp(side -> nxt) with valid attrs; compared, then the pair settles. The
+        fields outside the mask are valued by `fill` (default: the harness's, `fills`)."""
         attrs, req_mask = self.transition(side, nxt, extra, extra_mask)
         mask = req_mask if mask is None else mask
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
-        fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
+        if fill is None:
+            fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
         attrs = unmasked.pair_filled(attrs, Attr(int(mask)), extra or {}, qp.state, fill)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
         outside = unmasked.outside(attrs, Attr(int(mask)))

@@ -2,11 +2,13 @@
 
 `FILLS` draws one fill per modify: every field alike (plain, zero, another valid value,
 out of range) or each field its own way; it shrinks to the plain fill, so a shrunk
-example keeps a non-plain value only where the divergence needs one. `draw_fills` makes an
-engine draw the fill of each modify it sends from the example's data, whichever step
-sends it (a reset, a bystander's move, a pair's bring-up; a lone QP's bring-up walk takes
-the keyed fill, `Engine.walk_fills`): the draws show in the falsifying example, and the
-step log (so the divergence record and its reproducer) holds the values.
+example keeps a non-plain value only where the divergence needs one. `draw_fills` makes a
+lone checker draw the fill of each modify it sends from the example's data (a lone QP's
+bring-up walk takes the keyed fill, `Engine.walk_fills`); the pair machines' modifies take
+the keyed fill (`unmasked.Keyed`, never plain): drawn there too, the fills spent the
+examples' data and the derandomized searches of the pair suites' planted faults missed
+some. The draws show in the falsifying example, and the step log (so the divergence
+record and its reproducer) holds the values.
 """
 
 from __future__ import annotations

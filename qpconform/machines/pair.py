@@ -25,7 +25,6 @@ from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
-from qpconform.machines.fills import draw_fills
 from qpconform.machines.stops import deliver_pending
 
 S = QPState
@@ -80,10 +79,9 @@ class PairMachine(RuleBasedStateMachine):
 
     make_pair: Callable[[], PairHarness]
 
-    @initialize(data=st.data())
-    def connect(self, data: st.DataObject) -> None:
-        self.h = self.make_pair()
-        draw_fills(self.h, data)  # every modify of the example, whichever step sends it
+    @initialize()
+    def connect(self) -> None:
+        self.h = self.make_pair()  # its modifies take the keyed fill (unmasked.Keyed)
         self.h.connect()
 
     def _state(self, side: str) -> QPState:
@@ -164,12 +162,9 @@ def machine_for(
 
         if srq and not shared_cq:
 
-            @initialize(with_srq=st.booleans(), data=st.data())
-            def connect(  # type: ignore[override]
-                self, with_srq: bool, data: st.DataObject
-            ) -> None:
+            @initialize(with_srq=st.booleans())
+            def connect(self, with_srq: bool) -> None:  # type: ignore[override]
                 self.h = self.make_pair(srq_sides=("b",) if with_srq else ())
-                draw_fills(self.h, data)
                 self.h.connect()
 
         elif shared_cq:
@@ -177,18 +172,14 @@ def machine_for(
             @initialize(
                 with_srq=st.booleans() if srq else st.just(False),
                 bystander=st.booleans(),
-                data=st.data(),
             )
-            def connect(  # type: ignore[override]
-                self, with_srq: bool, bystander: bool, data: st.DataObject
-            ) -> None:
+            def connect(self, with_srq: bool, bystander: bool) -> None:  # type: ignore[override]
                 kwargs: dict[str, tuple[str, ...]] = {}
                 if srq:
                     kwargs["srq_sides"] = ("b",) if with_srq else ()
                 if shared_cq:
                     kwargs["shared_cq_sides"] = ("a",) if bystander else ()
                 self.h = self.make_pair(**kwargs)
-                draw_fills(self.h, data)
                 self.h.connect()
 
         @precondition(lambda self: _srq_end(self) is not None)
@@ -467,12 +458,9 @@ def iwarp_machine_for(
 
         if shared_cq:
 
-            @initialize(bystander=st.booleans(), data=st.data())
-            def connect(  # type: ignore[override]
-                self, bystander: bool, data: st.DataObject
-            ) -> None:
+            @initialize(bystander=st.booleans())
+            def connect(self, bystander: bool) -> None:  # type: ignore[override]
                 self.h = self.make_pair(shared_cq_sides=("a",) if bystander else ())
-                draw_fills(self.h, data)
                 self.h.connect()
 
             @precondition(lambda self: _bystander_end(self) is not None)
