@@ -23,6 +23,7 @@ from models import (
     access,
     iwarp_pair,
     operations,
+    outside_mask,
     pair,
     pair_checks,
     readback,
@@ -101,7 +102,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq, shared_cq, access):
+    for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)

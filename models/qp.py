@@ -21,7 +21,7 @@ state, and where the iWARP drivers differ the expectation is "either".
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from models import rules
+from models import outside_mask, rules
 from models.attributes import DeviceCaps
 from models.enums import QP_ERROR_EVENTS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
@@ -125,6 +125,8 @@ class QPModel(QPModify):
         checked: list[Rule] = (
             self.stored.rules(mask, attrs) if self.variant.reads_back_attributes else []
         )
+        if not Attr.STATE & mask:  # qp_state left out: the outcome must not read it
+            checked.append(outside_mask.OUTSIDE_MASK)
         refuse = self._refuser(attrs, mask, checked)
         refusal = self._abi_refusal(attrs, mask, checked)
         if refusal is not None:

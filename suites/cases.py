@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from models.attributes import MIG_ARMED, MIG_REARM, PSN_LIMIT, DeviceCaps
 from models.enums import MTU, STATES, AccessFlag, Attr, QPState, QPType
 from models.reach import reachable_states
-from models.table import TransitionTable
+from models.table import Transition, TransitionTable
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
@@ -207,6 +207,7 @@ def _pair_groups(
 
     entry = table.lookup(qp_type, cur, nxt)
     attr_only = _attribute_only(table, qp_type, cur, case) if cur == nxt else []
+    legal_only = _legal_attribute_only(entry, case) if cur == nxt else []
     if entry is None:
         return [group("invalid", [case("invalid", Attr.STATE)])] + [
             group("attr-only", attr_only)
@@ -253,6 +254,8 @@ def _pair_groups(
     out.append(group("cur-wrong", wrong))
     if attr_only:
         out.append(group("attr-only", attr_only))
+    if legal_only:
+        out.append(group("attr-only-ok", legal_only))
     return out
 
 
@@ -269,6 +272,20 @@ def _attribute_only(
         for bit in EXTRA_CANDIDATES
         if not bit & allowed and bit not in (Attr.CAP, Attr.RATE_LIMIT)
     ]
+
+
+#: The bits a legal modify without STATE sets, in order of preference (what every type's
+#: cur->cur entry allows somewhere; ALT_PATH and PATH_MIG_STATE are optional features).
+_LEGAL_ALONE = (Attr.ACCESS_FLAGS, Attr.QKEY, Attr.PKEY_INDEX, Attr.MIN_RNR_TIMER)
+
+
+def _legal_attribute_only(entry: Transition | None, case: Callable[..., Case]) -> list[Case]:
+    """One legal modify without STATE from `cur` (cur->cur allows its bit), accepted with
+    the state unchanged. Its qp_state lies outside the mask: a driver that table-checks it
+    as cur -> attr.qp_state refuses it (linux.modify.outside_mask_ignored, issue 53)."""
+    bits = [b for b in _LEGAL_ALONE if entry is not None and b & entry.optional]
+    return [case("attr-only", bits[0], bit=bits[0], suffix=f"attr-only-ok-{_bit_name(bits[0])}")
+            ] if bits else []
 
 
 # ---------------------------------------------------------------------- attributes

@@ -70,6 +70,9 @@ FAULTS: dict[str, str] = {
     "store_in_wrong_field": "min_rnr_timer is stored into timeout (query reports it there)",
     "read_unmasked_field": "timeout is taken from the attr struct even when TIMEOUT is not in "
     "the mask",
+    "state_from_unmasked_qp_state": "a modify without STATE is table-checked as cur -> "
+    "attr.qp_state (qp_state read outside the mask: from INIT with qp_state 0, a legal "
+    "attribute-only modify is refused as INIT->RESET with extra bits)",
     "cq_overrun": f"the CQ holds only {CQ_ROOM} unpolled completions (smaller than asked): the "
     "rest are lost and CQ_ERR is raised",
     "err_is_final": "ERR->RESET is accepted and the QP stays in ERR (siw: ERROR is final)",
@@ -189,6 +192,9 @@ class FakeQP:
             return self._modified(
                 exp, attrs, mask, verdict.accepted, verdict.state, verdict.errno
             )
+        reads_state = Attr.STATE not in mask and self._has("state_from_unmasked_qp_state")
+        if reads_state and not self._checks_as_read(attrs, mask):
+            return self._modified(exp, attrs, mask, False, None, errno.EINVAL)
         target = S(attrs["qp_state"]) if Attr.STATE in mask and attrs["qp_state"] <= S.ERR else None
         accept, forced = self._accepts(exp), None
         if accept and exp.may_land and self.device.land_elsewhere:
@@ -219,6 +225,15 @@ class FakeQP:
         if not accept and target is None and table_rule and self._has("accept_attr_only_modify"):
             accept = True
         return self._modified(exp, attrs, mask, accept, forced, None)
+
+    def _checks_as_read(self, attrs: AttrValues, mask: Attr) -> bool:
+        """state_from_unmasked_qp_state: does the table allow cur -> attr.qp_state (0 when
+        the struct leaves it out, as behind libibverbs) with this mask? A state out of
+        range has no entry."""
+        read = int(attrs.get("qp_state", 0))
+        if not 0 <= read <= S.ERR:
+            return False
+        return self.model.table.admits(self.model.state, S(read), self.qp_type, mask)
 
     def _modified(
         self,

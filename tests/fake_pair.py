@@ -341,8 +341,9 @@ class FakeEnd:
         """Post to the end's SRQ through the fake's model."""
         return self._post(self.pair.model.post_srq_recv(self.side, wr_id))
 
-    def arm_srq(self, limit: int) -> VerbResult:
-        """Arm the end's SRQ limit through the fake's model."""
+    def arm_srq(self, limit: int, max_wr: int | None = None) -> VerbResult:
+        """Arm the end's SRQ limit through the fake's model (max_wr, outside the mask, is
+        ignored as it must be)."""
         return self._post(self.pair.model.arm_srq(self.side, limit))
 
     def _post(self, exp: Expectation) -> VerbResult:

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from models.enums import Attr, QPState, QPType
+from qpconform.engine import unmasked
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.records import DivergenceList
@@ -66,8 +67,9 @@ EXPECTED_RULE = {
     "late_duplicate_completion": "*",  # the rule that made the first completion due
     "store_in_wrong_field": "attr.readback",
     "read_unmasked_field": "attr.readback.unmasked",
+    "state_from_unmasked_qp_state": "linux.modify.outside_mask_ignored",
     "cq_overrun": "ibta.cq.no_overrun",
-    "err_is_final": "linux.transition.RC.ERR->RESET",
+    "err_is_final": "linux.transition.*.ERR->RESET",  # any type: the fault is not RC's
     "query_err_as_init": "*",  # caught by the state read back after the modify into ERR
     "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
 }
@@ -98,6 +100,7 @@ EXPECTED_KIND = {
     "late_duplicate_completion": "completion",
     "store_in_wrong_field": "readback",
     "read_unmasked_field": "readback",
+    "state_from_unmasked_qp_state": "outcome",
     "cq_overrun": "event",
     "err_is_final": "state",
     "query_err_as_init": "state",
@@ -154,6 +157,13 @@ def _timeout_outside_the_mask(qp: CheckedQP) -> None:
     qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
 
 
+def _attribute_only_from_init(qp: CheckedQP) -> None:
+    """A legal modify without STATE (INIT->INIT, ACCESS_FLAGS), qp_state left 0 outside the
+    mask as libibverbs leaves it for a kernel driver."""
+    qp.bring_to(S.INIT)
+    qp.modify(qp.attrs_for(Attr.ACCESS_FLAGS), Attr.ACCESS_FLAGS, unmasked.uniform("zero"))
+
+
 def _flush_then_wait(qp: CheckedQP) -> None:
     _flush_twice(qp)
     qp.checker.settle(2 * LATE)  # the deliberate window a destroy or an example's end runs
@@ -195,6 +205,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "late_duplicate_completion": _flush_then_wait,
     "store_in_wrong_field": lambda qp: qp.bring_to(S.RTR),  # RC INIT->RTR sets min_rnr_timer
     "read_unmasked_field": _timeout_outside_the_mask,
+    "state_from_unmasked_qp_state": _attribute_only_from_init,
     "cq_overrun": _post_then(S.ERR, recvs=3),
     "err_is_final": lambda qp: (qp.bring_to(S.ERR), qp.bring_to(S.RESET)),
     "query_err_as_init": lambda qp: qp.bring_to(S.ERR),

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from models.enums import QPState, QPType
+from models.enums import Attr, QPState, QPType
+from qpconform.engine import unmasked
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.records import Divergence, DivergenceList
@@ -184,6 +185,11 @@ def _timeout_outside_the_mask(qp) -> None:
     qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
 
 
+def _attribute_only_from_init(qp) -> None:
+    qp.bring_to(S.INIT)
+    qp.modify(qp.attrs_for(Attr.QKEY), Attr.QKEY, unmasked.uniform(unmasked.OTHER))
+
+
 def _illegal(qp) -> None:
     qp.bring_to(S.INIT)
     attrs, mask = qp.transition_attrs(S.RTR)
@@ -197,6 +203,8 @@ CASES = {
     "run_failed_post": (QPType.UC, _lost_flush),
     "store_in_wrong_field": (QPType.RC, lambda qp: qp.bring_to(S.RTR)),
     "read_unmasked_field": (QPType.RC, _timeout_outside_the_mask),
+    # the qp_state the fill put outside the mask: the script sets it as the run did
+    "state_from_unmasked_qp_state": (QPType.UD, _attribute_only_from_init),
 }
 
 

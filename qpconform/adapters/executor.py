@@ -91,7 +91,9 @@ class Executor:
             "post_send": lambda q, wr_id, *how: self.post(q, "post_send", wr_id, *_send_how(how)),
             "post_recv": lambda q, wr_id, *how: self.post(q, "post_recv", wr_id, *how),
             "post_srq_recv": lambda q, wr_id: wire.verb_result(self.qps[q].post_srq_recv(wr_id)),
-            "arm_srq": lambda q, limit: wire.verb_result(self.qps[q].arm_srq(limit)),
+            "arm_srq": lambda q, limit, max_wr=None: wire.verb_result(
+                self.qps[q].arm_srq(limit, max_wr)
+            ),
             "pair": self.pair,
             "pair_values": lambda p, side: self.pairs[p].values(side),
             "pair_recreate": self.pair_recreate,

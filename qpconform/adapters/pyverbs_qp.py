@@ -392,14 +392,18 @@ class PyverbsQP:
         return VerbResult(True)
 
     @inflight.verb("ibv_modify_srq")
-    def arm_srq(self, limit: int) -> VerbResult:
-        """modify_srq(srq_limit = limit, IBV_SRQ_LIMIT): arm SRQ Limit Reached."""
+    def arm_srq(self, limit: int, max_wr: int | None = None) -> VerbResult:
+        """modify_srq(srq_limit = limit, IBV_SRQ_LIMIT): arm SRQ Limit Reached; `max_wr`
+        (outside the mask: the driver must ignore it) is set in the struct when given."""
         if self.closed:
             return _DESTROYED
         srq = self._own_srq("ibv_modify_srq")
         pv = self._pv
         try:
-            srq.modify(pv.srq.SrqAttr(srq_limit=limit), pc.const("IBV_SRQ_LIMIT"))
+            attr = pv.srq.SrqAttr(srq_limit=limit)
+            if max_wr is not None:
+                _set(attr, "max_wr", max_wr)
+            srq.modify(attr, pc.const("IBV_SRQ_LIMIT"))
         except (pv.RDMAError, pv.Error) as exc:
             return _verb_failure(exc)
         return VerbResult(True)

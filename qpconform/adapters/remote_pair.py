@@ -72,10 +72,10 @@ class RemoteEnd(RemoteQP):
             return VerbResult(False, None, "destroyed")
         return wire.to_verb_result(self._call("post_srq_recv", wr_id))
 
-    def arm_srq(self, limit: int) -> VerbResult:
+    def arm_srq(self, limit: int, max_wr: int | None = None) -> VerbResult:
         if self.closed:
             return VerbResult(False, None, "destroyed")
-        return wire.to_verb_result(self._call("arm_srq", limit))
+        return wire.to_verb_result(self._call("arm_srq", limit, max_wr))
 
     def destroy(self) -> None:
         """Deferred like a lone QP's; the executor destroys the bystander with it."""

@@ -37,6 +37,7 @@ from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import Rule
 
+from . import blame, unmasked
 from .choices import CONSISTENT_RULES, situation
 from .device import Completion, VerbResult
 from .hazards import CONDITIONS, HazardAvoided, hazards_holding
@@ -98,6 +99,12 @@ class Engine:
         self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
     ) -> None:
         self.judge = judge
+        #: the fill of the fields outside the next modify's mask (a machine draws them)
+        self.fills: unmasked.FillSource = unmasked.Keyed()
+        #: a lone QP's bring-up walk (CheckedQP.bring_to) takes the keyed fill even in a
+        #: machine: drawn on every hop, the fills spent the examples' data and the
+        #: derandomized search met fewer sequences (planted faults went unfound)
+        self.walk_fills: unmasked.FillSource = unmasked.Keyed()
         self.device_identity = identity
         self.delivery = delivery if delivery is not None else DeliveryLog()
         self._pending: list[tuple[str, str, str, str | None, list[str]]] = []
@@ -188,7 +195,9 @@ class Engine:
         Returns the step's index and the quirk that covered a wrong outcome (if any).
         """
         given, mask = step.get("attrs"), step.get("mask")
+        blamed = blame.explained(track, exp, res, step, seen)
         idx = self.log_step(track, exp, res, step, seen)
+        track.blamed = idx if blamed else None
         if res.accepted and exp.verb == "modify" and given is not None and mask is not None:
             track.held.update(masked_attrs(given, Attr(int(mask))))
         known: Quirk | None = None
@@ -198,7 +207,7 @@ class Engine:
                 track, "outcome", exp.rule, idx, describe_expectation(exp),
                 describe_result(res, seen), tags, verb=exp.verb,
             )
-            known = self.diverge(track, d)
+            known = self.diverge(track, blame.named(d, blamed, self.judge.quirks))
         if exp.outcome is Outcome.EITHER and known is None and not res.killed:
             chosen = "accepted" if res.accepted else f"refused ({errno_name(res.errno)})"
             known = self.choose(track, exp.rule, chosen, idx)

@@ -35,6 +35,7 @@ from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
+from . import blame, unmasked
 from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType, VerbResult
 from .judge import DivergenceError, Judge, ReproducerWriter, StepRecorder
@@ -42,7 +43,7 @@ from .ledger import Because
 from .park import AFTER_END
 from .quirks import Quirks, reads_wrong
 from .records import Divergence, DivergenceSink
-from .text import C_FIELD_BITS, describe_result, mask_fields, masked_attrs, outcome_tags
+from .text import describe_result, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 from .track import Track
 
@@ -100,15 +101,21 @@ class CheckedQP:
         return f"<CheckedQP {self.qp_type.name} 0x{self.qp_num:x} {self.model.state.name}>"
 
     # ------------------------------------------------------------------------- verbs
-    def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
-        """modify_qp on model and device; the state is read back and compared."""
+    def modify(
+        self, attrs: Mapping[str, int], mask: Attr, fill: unmasked.Fill | None = None
+    ) -> VerbResult:
+        """modify_qp on model and device; the state is read back and compared. The fields
+        outside the mask that `attrs` leaves out are valued by `fill` (default: the
+        checker's next, `Checker.fills`): the outcome must not depend on them."""
         mask = Attr(int(mask))
-        given = {k: int(v) for k, v in attrs.items()}
+        chosen = self.checker.fills(self.qp_type, self.model.state, mask) if fill is None else fill
+        given = unmasked.filled(
+            {k: int(v) for k, v in attrs.items()}, mask, self._plain(), chosen
+        )
         step: dict[str, Any] = {"attrs": given, "mask": mask}
-        inside = mask_fields(int(mask))
-        unmasked = {k: v for k, v in given.items() if k not in inside}
-        if unmasked:  # a reproducer sets them too: a driver may wrongly read them
-            step["unmasked"] = unmasked
+        outside = unmasked.outside(given, mask)
+        if outside:  # a reproducer sets them too: a driver may wrongly read them
+            step["unmasked"] = outside
         if self.model.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.handle.query().sq_draining))
         exp = self.model.modify(given, mask)
@@ -269,7 +276,9 @@ class CheckedQP:
                 f"{describe_result(res)}, state {want.name}", describe_result(res, seen),
                 [*outcome_tags(res), f"state={seen.name}"],
             )
-            quirk = chk.diverge(self.track, d)
+            quirk = chk.diverge(
+                self.track, blame.named(d, self.track.blamed == idx, chk.judge.quirks)
+            )
             known = quirk or known
             if not reads_wrong(quirk):
                 chk.follow_state(self.track, seen, idx)
@@ -314,25 +323,21 @@ class CheckedQP:
         return masked_attrs(valid, mask)
 
     def with_unmasked(self, attrs: Mapping[str, int], mask: Attr, style: str) -> dict[str, int]:
-        """`attrs` plus the fields outside `mask` a driver could wrongly read, filled by
-        `style`: "valid" (the QP's valid values), "zero", or "other" (a different value
-        than the valid one, within the C field). Fields in `mask` keep their values."""
+        """`attrs` plus the fields outside `mask` a driver could wrongly read, every one
+        filled by `style`: "valid" (the QP's valid values), "zero", "other" (another valid
+        value) or "wild" (out of range, within the C field). Fields `attrs` sets keep
+        their values."""
         if style not in UNMASKED_STYLES:
             raise ValueError(f"unmasked style {style!r}: use one of {UNMASKED_STYLES}")
+        choice = unmasked.PLAIN if style == "valid" else style
+        return unmasked.filled(attrs, mask, self._plain(), unmasked.uniform(choice))
+
+    def _plain(self) -> dict[str, int]:
+        """What each field outside a mask holds when nothing is wrong: the QP's valid
+        values, its current state for qp_state and cur_qp_state."""
         valid = self.valid_attrs()
         valid["qp_state"] = valid["cur_qp_state"] = int(self.model.state)
-        inside = set(mask_fields(int(mask)))
-        out = dict(attrs)
-        for name in UNMASKED_FIELDS:
-            if name in inside or name not in valid:
-                continue
-            value = valid[name]
-            if style == "zero":
-                value = 0
-            elif style == "other":
-                value = _other(name, value)
-            out[name] = value
-        return out
+        return valid
 
     def transition_attrs(self, nxt: QPState) -> tuple[dict[str, int], Attr]:
         """Valid attrs and the exactly-required mask (|STATE) for current -> nxt."""
@@ -364,7 +369,8 @@ class CheckedQP:
                     f"{self.qp_type.name} QP cannot reach {state.name} from {cur.name}: the "
                     f"device keeps it there (known: {hops} did not move it)"
                 ) from None
-            self.modify(*self.transition_attrs(nxt))
+            attrs, mask = self.transition_attrs(nxt)  # a walk's fill: keyed, never drawn
+            self.modify(attrs, mask, self.checker.walk_fills(self.qp_type, self.model.state, mask))
             if self.model.state == cur and nxt != cur:
                 refused.add((cur, nxt))
         raise ValueError(f"could not bring the QP to {state.name}: the device kept refusing")
@@ -396,19 +402,8 @@ class Unreachable(ValueError):
     there from where the device holds it. Not a divergence (that was judged, and known)."""
 
 
-#: Ways to fill the fields outside a modify's mask (CheckedQP.with_unmasked).
-UNMASKED_STYLES = ("valid", "zero", "other")
-#: The fields outside the mask that are filled: the states and every read-back field.
-UNMASKED_FIELDS = ("qp_state", "cur_qp_state", *readback.COMPARED)
-
-
-def _other(name: str, value: int) -> int:
-    """A value other than `value` for an unmasked field (a legal state for the states)."""
-    if name in ("qp_state", "cur_qp_state"):
-        return (value + 3) % (int(S.ERR) + 1)
-    if name == "path_mtu":
-        return value % 5 + 1
-    return (value + 1) % (1 << C_FIELD_BITS.get(name, 32))
+#: Ways to fill every field outside a modify's mask alike (CheckedQP.with_unmasked).
+UNMASKED_STYLES = ("valid", "zero", "other", "wild")
 
 
 class Checker(Engine):

@@ -50,6 +50,7 @@ from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
+from . import unmasked
 from .connect import FAST, bring_up_mask
 from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
@@ -224,13 +225,21 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         extra: Mapping[str, int] | None = None,
         extra_mask: Attr = NO_BITS,
         mask: Attr | None = None,
+        fill: unmasked.Fill | None = None,
     ) -> VerbResult:
-        """modify_qp(side -> nxt) with valid attrs; compared, then the pair settles."""
+        """modify_qp(side -> nxt) with valid attrs; compared, then the pair settles. The
+        fields outside the mask are valued by `fill` (default: the harness's, `fills`)."""
         attrs, req_mask = self.transition(side, nxt, extra, extra_mask)
         mask = req_mask if mask is None else mask
         qp = self.model.qp(side)
         held = set(qp.outstanding_sends) - set(qp.in_flight)
+        if fill is None:
+            fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
+        attrs = unmasked.pair_filled(attrs, Attr(int(mask)), extra or {}, qp.state, fill)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
+        outside = unmasked.outside(attrs, Attr(int(mask)))
+        if outside:  # a reproducer sets them too: a driver may wrongly read them
+            step["unmasked"] = outside
         if not self._unpolled:  # a late event of the last move first
             self.serve_events(self.ends[side], self.bound)
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
@@ -337,8 +346,15 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
     def arm_srq(self, side: str, limit: int) -> VerbResult:
         """modify_srq(IBV_SRQ_LIMIT = limit) on the end's SRQ."""
         exp = self.model.arm_srq(side, limit)
-        res = self.dev.end(side).arm_srq(limit)
-        self.cm_step(side, exp, res, {"srq_limit": limit})
+        fill = self.fills(self.dev.qp_type, self.model.qp(side).state, Attr(0))
+        max_wr = unmasked.srq_max_wr(fill)  # outside IBV_SRQ_LIMIT: must not matter
+        step: dict[str, Any] = {"srq_limit": limit}
+        if max_wr is None:
+            res = self.dev.end(side).arm_srq(limit)
+        else:
+            step["unmasked"] = {unmasked.SRQ_FIELD: max_wr}
+            res = self.dev.end(side).arm_srq(limit, max_wr)
+        self.cm_step(side, exp, res, step)
         return res
 
     def query(self, side: str) -> QueryResult:

@@ -35,6 +35,7 @@ from models.pair_checks import STATE_RULE
 from models.qp import QPModel
 from models.shared_cq import FLUSH_OWN_ONLY, QP_NUM, RESET_KEEPS_OTHERS
 
+from . import unmasked
 from .connect import bring_up_mask
 from .device import Completion, VerbResult
 from .ledger import QUEUES, Ledger
@@ -95,9 +96,15 @@ class SharedCQ:
         attrs = {**self.dev.values(side), "qp_state": int(nxt)}
         mask = Attr.STATE | (bring_up_mask(self.dev.qp_type, cur, nxt) if nxt == S.INIT
                              else Attr(0))
+        fill = self.fills(self.dev.qp_type, cur, mask)
+        attrs = unmasked.pair_filled(attrs, mask, {}, cur, fill)
+        step: dict[str, Any] = {"attrs": attrs, "mask": mask}
+        outside = unmasked.outside(attrs, mask)
+        if outside:
+            step["unmasked"] = outside
         exp = track.model.modify(attrs, mask)
         res = track.handle.modify(attrs, mask)
-        self._bystander_step(track, exp, res, {"attrs": attrs, "mask": mask})
+        self._bystander_step(track, exp, res, step)
         return res
 
     def bystander_post_recv(self, side: str) -> int:

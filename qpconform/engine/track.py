@@ -41,6 +41,8 @@ class Track:
     #: what the device took from accepted modifies since the QP was created (a move to
     #: RESET clears nothing: a driver keeps what it allocated): hazards read it
     held: dict[str, int] = field(default_factory=dict)
+    #: the step whose divergence a reading outside its mask explains (engine/blame.py)
+    blamed: int | None = None
     drains: int = 0  # RTS->SQD transitions so far
     drained_events: int = 0  # SQ_DRAINED events seen since the last RTS->SQD
     last_wqes: int = 0  # QP_LAST_WQE_REACHED claimed since the QP last entered ERR

@@ -40,12 +40,13 @@ from models.variant import LINUX, Variant
 from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.hazards import HazardAvoided
 from qpconform.engine.judge import DivergenceError, StepRecorder
-from qpconform.engine.lone import MUST_WAIT, UNMASKED_STYLES, CheckedQP, Checker, Unreachable
+from qpconform.engine.lone import MUST_WAIT, CheckedQP, Checker, Unreachable
 from qpconform.engine.park import Park
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import Divergence, DivergenceList
-from qpconform.engine.text import C_FIELD_BITS, mask_fields
+from qpconform.engine.text import C_FIELD_BITS, mask_fields, masked_attrs
 from qpconform.engine.timing import DeliveryLog
+from qpconform.machines.fills import draw_fills
 from qpconform.machines.stops import deliver_pending
 
 #: Where run_machine hands each divergence it keeps; `minimal` marks the shrunk unknown one.
@@ -160,6 +161,7 @@ class QPMachine(RuleBasedStateMachine):
 
     @initialize(target=qps, data=st.data())
     def first_qp(self, data: st.DataObject) -> CheckedQP:
+        draw_fills(self.checker, data)  # every modify of the example, whichever step sends it
         return self._open(data)
 
     @precondition(lambda self: len(self.checker.qps) < self.config.max_qps)
@@ -253,9 +255,8 @@ class QPMachine(RuleBasedStateMachine):
             field = data.draw(st.sampled_from(fields), label="field")
             values = boundary_values(field, self.device.caps)
             attrs[field] = data.draw(st.sampled_from(values), label=field)
-        style = data.draw(st.sampled_from(UNMASKED_STYLES), label="unmasked")
         with contextlib.suppress(HazardAvoided):  # recorded as known; nothing was sent
-            qp.modify(qp.with_unmasked(attrs, mask, style), mask)
+            qp.modify(masked_attrs(attrs, mask), mask)  # the rest: the drawn fill
 
     # ------------------------------------------------------------------ other verbs
     @rule(qp=qps)

@@ -81,7 +81,7 @@ class PairMachine(RuleBasedStateMachine):
 
     @initialize()
     def connect(self) -> None:
-        self.h = self.make_pair()
+        self.h = self.make_pair()  # its modifies take the keyed fill (unmasked.Keyed)
         self.h.connect()
 
     def _state(self, side: str) -> QPState:
