@@ -10,7 +10,7 @@ about every post.
 `rule_scope` says which QP types a rule concerns and which optional features it needs,
 and `why_not` why a run exercised a rule zero times (a type the device refused or the
 run did not select, a feature the device lacks, or simply not reached): the report's
-coverage (reports/qualification.py, issue 24).
+coverage (reports/qualification.py).
 """
 
 from __future__ import annotations

@@ -65,14 +65,6 @@ class Attr(IntFlag):
     DEST_QPN = 1 << 20
     RATE_LIMIT = 1 << 25
 
-    @classmethod
-    def from_names(cls, names: "list[str] | tuple[str, ...]") -> "Attr":
-        """Build a mask from IBV_QP_<NAME> names without the prefix."""
-        mask = cls(0)
-        for name in names:
-            mask |= cls[name]
-        return mask
-
     def names(self) -> list[str]:
         """The single-bit names in this mask, sorted."""
         return list(_attr_names(self.value))

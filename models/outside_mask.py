@@ -1,4 +1,4 @@
-"""What a modify's mask leaves out must not matter (issue 53).
+"""What a modify's mask leaves out must not matter.
 
 ibv_modify_qp(qp, attr, mask) and ibv_modify_srq(srq, attr, mask) hand over a whole struct;
 only the fields the mask names are input. A driver that reads another one (qp_state

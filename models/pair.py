@@ -37,7 +37,7 @@ from models.operations import (
     ops_for,
     sink_label,
 )
-from models.outcomes import Expectation, ExpectedCompletion, Outcome
+from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
 from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
 from models.srq import SRQ_RECV_CONSUMED, SRQModel
@@ -687,8 +687,3 @@ def with_data(exp: Expectation, data: str | None) -> Expectation:
     first, *rest = exp.completions
     return replace(exp, completions=(replace(first, data=data), *rest),
                    checked=(*exp.checked, FENCE_AFTER_READS))
-
-
-def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:
-    """The completions due on `side` from a list of wire steps, in order."""
-    return [c for st in steps for s, exp in st.effects if s == side for c in exp.completions]

@@ -122,7 +122,8 @@ def _run_matrix(paths: list[str], output: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `report` on its own (python -m reports.cli ...), before the lead wires it in."""
+    """Run `report` on its own (python -m reports.cli ...): `qpconform report` without
+    loading the rest of the command line."""
     parser = argparse.ArgumentParser(prog="qpconform")
     add_report_parser(parser.add_subparsers(dest="subcommand", required=True))
     args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])

@@ -5,9 +5,9 @@
 Each of QPS RC QPs (default 400) is brought to RTR with max_dest_rd_atomic 1, then RTS, SQD,
 and SQD->SQD with max_dest_rd_atomic GROW (default 16). rxe_qp_from_attr() on 6.1 sets the
 new value before free_rd_atomic_resources() walks that many entries of the old array and
-clears each: past its end. Measured (docs/measured.md, stop 41): bookworm (6.1) GROW 16, the
-guest kernel oopses within the first QPs; GROW 1, or trixie (6.12, which frees first), all
-QPs pass.
+clears each: past its end. Measured (docs/measured.md, "Every suite on the host"): bookworm
+(6.1) GROW 16, the guest kernel oopses within the first QPs; GROW 1, or trixie (6.12, which
+frees first), all QPs pass.
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ _LEGAL_ALONE = (Attr.ACCESS_FLAGS, Attr.QKEY, Attr.PKEY_INDEX, Attr.MIN_RNR_TIME
 def _legal_attribute_only(entry: Transition | None, case: Callable[..., Case]) -> list[Case]:
     """One legal modify without STATE from `cur` (cur->cur allows its bit), accepted with
     the state unchanged. Its qp_state lies outside the mask: a driver that table-checks it
-    as cur -> attr.qp_state refuses it (linux.modify.outside_mask_ignored, issue 53)."""
+    as cur -> attr.qp_state refuses it (linux.modify.outside_mask_ignored)."""
     bits = [b for b in _LEGAL_ALONE if entry is not None and b & entry.optional]
     return [case("attr-only", bits[0], bit=bits[0], suffix=f"attr-only-ok-{_bit_name(bits[0])}")
             ] if bits else []

@@ -52,7 +52,11 @@ def values(nxt: QPState, cur: QPState | None = None, **over: int) -> dict[str, i
 
 
 def mask_of(names: list[str] | tuple[str, ...]) -> Attr:
-    return Attr.from_names(list(names))
+    """A mask from IBV_QP_<NAME> names without the prefix."""
+    mask = Attr(0)
+    for name in names:
+        mask |= Attr[name]
+    return mask
 
 
 def required(qp_type: QPType, cur: QPState, nxt: QPState) -> Attr:

@@ -18,11 +18,16 @@ from models.pair import (
     Op,
     PairModel,
     WireSettings,
-    completions_of,
+    WireStep,
 )
 
 S = QPState
 SEND_OK = WCStatus.SUCCESS
+
+
+def completions_of(steps: list[WireStep], side: str) -> list[ExpectedCompletion]:
+    """The completions due on `side` from a list of wire steps, in order."""
+    return [c for st in steps for s, exp in st.effects if s == side for c in exp.completions]
 
 
 def _go(pair: PairModel, side: str, state: QPState, **extra: int) -> None:

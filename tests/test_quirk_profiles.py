@@ -5,12 +5,14 @@ miss."""
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from fixtures.selection import QUIRKS_DIR, family_quirks_file
+from models.catalog import all_rules
 from qpconform.adapters.identity import driver_family
 from qpconform.engine.quirks import (
     FEATURES,
@@ -19,12 +21,23 @@ from qpconform.engine.quirks import (
     Quirk,
     Quirks,
     cites_source,
-    producible_rule_ids,
-    unknown_rules,
 )
 from qpconform.engine.records import Divergence
 
 PROFILES = sorted(QUIRKS_DIR.glob("*.toml"))
+
+
+def producible_rule_ids() -> frozenset[str]:
+    """Every rule id a divergence record can carry: the model's rules of every variant over
+    all QP types and the pair harness's own checks, as the model lists them
+    (models/catalog.py)."""
+    return frozenset(all_rules())
+
+
+def unknown_rules(q: Quirk, known: frozenset[str]) -> list[str]:
+    """The rule globs of a quirk that match no rule id in `known`."""
+    return [g for g in q.rules if not any(fnmatch.fnmatchcase(r, g) for r in known)]
+
 PREDICTED = ("mlx5", "bnxt_re", "irdma", "efa", "hns")
 K61, K612 = "6.1.0-50-amd64", "6.12.117+deb13-amd64"
 

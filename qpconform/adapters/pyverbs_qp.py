@@ -410,7 +410,7 @@ class PyverbsQP:
 
     def _own_srq(self, verb: str) -> Any:
         """The QP's SRQ; a QP created without one is the caller's mistake, not a device
-        outcome, so it is said as such (it used to read as "QP already destroyed")."""
+        outcome, so it is raised as such (NoSRQ) rather than mistaken for a destroyed QP."""
         if self.srq is None:
             raise NoSRQ(f"{verb} on {self.label}: this QP was created without an SRQ "
                         "(create it with srq=True to post to or arm an SRQ)")

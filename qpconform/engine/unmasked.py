@@ -1,4 +1,4 @@
-"""What every modify carries outside its mask (issue 53): values a driver must ignore.
+"""What every modify carries outside its mask: values a driver must ignore.
 
 A fill says, per field a driver could wrongly read, how to value it: "plain" (what the
 field holds when nothing is wrong: the QP's valid value, its current state for the two

@@ -1,4 +1,4 @@
-"""The drawn fill of the fields outside every modify's mask (issue 53).
+"""The drawn fill of the fields outside every modify's mask.
 
 `FILLS` draws one fill per modify: every field alike (plain, zero, another valid value,
 out of range) or each field its own way; it shrinks to the plain fill, so a shrunk

@@ -5,7 +5,7 @@ guest behind N executor sessions (qpconform/adapters/executor.py), one per pytes
         suites/test_transitions.py --device rxe0 -n 2
 
 The model, the engine and Hypothesis run at native speed; each checked step is a round
-trip through a virtio-serial port (syzkaller's split of manager and executor, issue 25).
+trip through a virtio-serial port (syzkaller's split of manager and executor).
 COMMAND finds the sessions' sockets in QPCONFORM_EXECUTORS (the plugin's --executor) and
 starts as soon as QEMU listens on them, so its start overlaps the guest's boot. The guest
 powers off when every session has ended and the executor's leak check has run; a
@@ -53,12 +53,13 @@ PAIR_SUITES = ("suites/test_error_handling.py", "suites/test_drain.py",
 ALL_SUITES = LONE_SUITES + PAIR_SUITES
 
 #: Drivers whose suites run with their engine on this host by default (scripts/conformance.sh,
-#: the mutant gate, the soak). Not siw yet, though the executor serves its pairs (PEER_DEVICE;
-#: QPCONFORM_HOST_ENGINE=1 runs it so, 2 min 3 s against 3 min 4 s inside): at 3x the lone
-#: machine's steps, a default-profile run on 6.1 meets the consequences of siw's final ERROR
-#: that 6.1's query_qp hides (a flush missing on a QP the model thinks left ERR), which the
-#: engine cannot follow yet (docs/measured.md, stop 42). tests/test_host_engine.py checks
-#: the script names the same.
+#: the mutant gate, the soak). siw stays in the guest though the executor serves its pairs
+#: (PEER_DEVICE; QPCONFORM_HOST_ENGINE=1 runs it so, 2 min 3 s against 3 min 4 s inside): at
+#: 3x the lone machine's steps, a default-profile run on 6.1 meets the consequences of siw's
+#: final ERROR that 6.1's query_qp hides (a flush missing on a QP the model thinks left ERR),
+#: which the engine cannot follow (docs/measured.md, "Known hazards, the host engine's
+#: shrink, siw's pairs through the executor"). tests/test_host_engine.py checks the script
+#: names the same.
 HOST_ENGINE_DRIVERS = frozenset({"rxe"})
 
 #: Drivers whose pairs span two devices connected through rdma_cm (iWARP): the executor

@@ -1,6 +1,6 @@
 """What a C executor would save: the verbs a device executor makes for each checked step,
 timed from C against libibverbs and from Python through pyverbs, in one guest boot
-(issue 25 item 1: measure before choosing the executor's language).
+(so the executor's language is chosen on figures: docs/measured.md).
 
     python -m qpconform.vm.verbs_cost [--release bookworm] [--seconds 3] [--output FILE]
 
