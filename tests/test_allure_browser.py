@@ -29,6 +29,8 @@ from tests.test_tap_output import FAKES
 pytest_plugins = ["pytester"]
 
 pytestmark = [
+    # Allure's render and two headless Chromium loads (40 s and more): CI's full set
+    pytest.mark.slow,
     pytest.mark.skipif(
         BROWSER is None,
         reason="headless browser test needs Debian's chromium (apt-get install chromium)",

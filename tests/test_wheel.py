@@ -26,6 +26,11 @@ from tests.remote_fake import listening
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The wheel is built and installed in a fresh venv once for the module (tens of seconds):
+#: CI's full set runs these, the everyday loop leaves them out.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel built from this clone installed (no deps: see above)."""
@@ -100,7 +105,6 @@ def test_pytest_finds_the_plugin_by_its_entry_point(installed: Path, tmp_path: P
     assert "--device" in result.stdout and "--quirks" in result.stdout  # the plugin's options
 
 
-@pytest.mark.slow  # a whole suite run through the installed CLI: CI's full set
 @pytest.mark.parametrize(("faults", "status", "verdict"), [
     ((), 0, "qpconform verdict for fake0: CONFORMANT"),
     (("accept_illegal_transition",), 1, "NOT CONFORMANT"),  # the gate can fail from the wheel
