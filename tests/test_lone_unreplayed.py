@@ -15,7 +15,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.machines import lone as lone_machine
 from qpconform.machines.lone import run_machine
 from tests.fake_device import FakeDevice
-from tests.test_harness_planted import FAST, TYPES, _planted_settings
+from tests.test_harness_planted import PARKED, TYPES, _planted_settings
 
 REPLAY_ERROR = "Inconsistent data generation! Data generation behaved differently"
 
@@ -45,7 +45,7 @@ def test_the_divergence_met_is_raised_and_kept_not_the_flaky_error(
 ) -> None:
     kept: list[tuple[str, bool]] = []
     with pytest.raises(DivergenceError) as caught:
-        run_machine(FakeDevice(["accept_illegal_transition"]), TYPES, config=FAST,
+        run_machine(FakeDevice(["accept_illegal_transition"]), TYPES, config=PARKED,
                     hypothesis_settings=_planted_settings(),
                     keep=lambda d, unknown: kept.append((d.rule_id, unknown)))
     assert replay_goes_elsewhere == ["divergence"]
@@ -63,7 +63,7 @@ def test_a_flaky_run_that_met_no_divergence_stays_the_flaky_error(
     """The near miss: no divergence to keep, so nothing is made up; the Flaky error is the
     failure (the test errors, the verdict is incomplete)."""
     with pytest.raises(FlakyStrategyDefinition):
-        run_machine(FakeDevice(), TYPES, config=FAST,
+        run_machine(FakeDevice(), TYPES, config=PARKED,
                     hypothesis_settings=lone_machine.machine_settings(
                         max_examples=5, stateful_step_count=4, derandomize=True,
                         database=None))

@@ -33,6 +33,7 @@ from tests.test_harness_planted import (
     FAST,
     LONGER_MINIMUM,
     MAX_SHRUNK_VERBS,
+    PARKED,
     TYPES,
     _planted_settings,
     kinds_found,
@@ -66,7 +67,7 @@ def test_clean_device_passes_with_about_one_round_trip_per_step(tmp_path: Path) 
 
     with remote(device) as dev:
         known = run_machine(
-            dev, TYPES, config=FAST, keep=DivergenceKeeper(tmp_path), recorder=Count(),
+            dev, TYPES, config=PARKED, keep=DivergenceKeeper(tmp_path), recorder=Count(),
             hypothesis_settings=machine_settings(max_examples=60, stateful_step_count=8,
                                                  derandomize=True, database=None),
         )
