@@ -164,6 +164,9 @@ _RECV_BAD_LKEY_STATUS = {
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
 #: places one byte past its window; a granted WRITE completes and places nothing.
 ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
+#: A fault of the fields an opcode does not use (models/unused_fields.py): a SEND without
+#: immediate whose imm_data holds a value hands it to the receive (IBV_WC_WITH_IMM).
+UNUSED_WR_FAULTS = ("imm_from_unused",)
 #: The byte write_one_past places after a window (the guard pattern never has it there).
 _STRAY = 0x00
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
@@ -271,9 +274,12 @@ class FakeEnd:
 
     def post_send(
         self, wr_id: int, op: Op, fault: Fault, signaled: bool = True, inline: bool = False,
-        fence: bool = False,
+        fence: bool = False, unused: Mapping[str, int] | None = None,
     ) -> VerbResult:
-        """Post through the fake's model."""
+        """Post through the fake's model (`unused` ignored, but by imm_from_unused)."""
+        imm = (unused or {}).get("imm_data")
+        if imm and self.pair.fault == "imm_from_unused" and not op.carries_imm:
+            self.pair.leaked_imm[wr_id] = imm
         if self.pair.fault == "read_beyond_depth_fails" and self.pair.model.burst is None:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
         if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_executes":
@@ -464,7 +470,7 @@ class FakePair:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
-        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -487,6 +493,7 @@ class FakePair:
         self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
         self.memory: dict[tuple[str, str], bytearray] = {}  # the ends' target MRs
         self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
+        self.leaked_imm: dict[int, int] = {}  # imm_from_unused: send wr_id -> imm received
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -634,6 +641,8 @@ class FakePair:
             for side, exp in step.effects:
                 if side == step.requester:
                     exp = self._bent(step.rule.id, resumed, exp)
+                elif step.wr_id in self.leaked_imm:
+                    exp = self._leak_imm(exp, self.leaked_imm[step.wr_id])
                 end = self.ends[side]
                 queued = len(end.cq)
                 self.emit(side, exp)
@@ -645,6 +654,17 @@ class FakePair:
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error
                     self.ends[side].async_events.append(EventType.QP_FATAL)
+
+    @staticmethod
+    def _leak_imm(exp: Expectation, imm: int) -> Expectation:
+        """imm_from_unused: the receive a SEND without immediate completes carries the
+        imm_data its WR held anyway."""
+        done = tuple(
+            dataclasses.replace(c, imm_data=imm)
+            if c.queue == "recv" and c.status == WCStatus.SUCCESS and c.imm_data is None else c
+            for c in exp.completions
+        )
+        return dataclasses.replace(exp, completions=done)
 
     def _bent_iwarp(self, step: WireStep) -> bool:
         """Play an iWARP wire step the planted fault's way; True when it is done so."""

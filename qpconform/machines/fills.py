@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from qpconform.engine import unmasked
+from qpconform.engine import unmasked, unused_wr
 from qpconform.engine.core import Engine
 
 _MIXED = "mixed"
@@ -39,6 +39,11 @@ _EACH: st.SearchStrategy[unmasked.Fill] = st.integers(
 FILLS: st.SearchStrategy[unmasked.Fill] = st.sampled_from((*unmasked.CHOICES, _MIXED)).flatmap(
     lambda how: _EACH if how == _MIXED else st.just(unmasked.uniform(how))
 )
+
+
+#: How a pair machine's post fills the send WR's fields its opcode does not use (one draw
+#: per post: plain, other, wild; it shrinks to plain, qpconform/engine/unused_wr.py).
+WR_FILLS: st.SearchStrategy[str] = st.sampled_from(unused_wr.CHOICES)
 
 
 def draw_fills(engine: Engine, data: st.DataObject) -> None:
