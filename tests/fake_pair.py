@@ -24,6 +24,7 @@ from models.operations import SINK_STALE
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from models.qp import QPModel
+from models.variant import LINUX
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 from qpconform.engine.judge import DivergenceError
@@ -167,6 +168,10 @@ ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
 #: A fault of the fields an opcode does not use (models/unused_fields.py): a SEND without
 #: immediate whose imm_data holds a value hands it to the receive (IBV_WC_WITH_IMM).
 UNUSED_WR_FAULTS = ("imm_from_unused",)
+#: A fault of the fields outside a modify's mask (models/outside_mask.py): a modify without
+#: IBV_QP_CUR_STATE whose cur_qp_state names another valid state is table-checked from that
+#: state (the driver takes it as the current one): refused where that move is illegal.
+OUTSIDE_MASK_FAULTS = ("cur_state_from_unmasked",)
 #: The byte write_one_past places after a window (the guard pattern never has it there).
 _STRAY = 0x00
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
@@ -207,7 +212,7 @@ class FakeEnd:
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
         exp = model.modify(self.side, attrs, mask)
-        ok = exp.outcome is not Outcome.REFUSE
+        ok = exp.outcome is not Outcome.REFUSE and not self._reads_cur_state(attrs, mask)
         model.apply(self.side, exp, ok)
         if not ok:
             return VerbResult(False, 22, "refused by the fake")
@@ -245,6 +250,17 @@ class FakeEnd:
             self.pair.zombies[self.side] += [(w, "recv") for w in before_recvs]
         self.pair.run_wire()
         return VerbResult(True)
+
+    def _reads_cur_state(self, attrs: Mapping[str, int], mask: Attr) -> bool:
+        """cur_state_from_unmasked: would taking cur_qp_state (outside the mask) as the
+        current state refuse this move?"""
+        if self.pair.fault != "cur_state_from_unmasked" or Attr.CUR_STATE in mask:
+            return False
+        cur, state = attrs.get("cur_qp_state"), self.pair.model.qp(self.side).state
+        if cur is None or cur == state or cur > QPState.ERR or Attr.STATE not in mask:
+            return False
+        nxt = QPState(attrs["qp_state"])
+        return LINUX.table.lookup(self.pair.qp_type, QPState(cur), nxt) is None
 
     def _bent_shared_cq(self, was: QPState, now: QPState) -> None:
         """SHARED_CQ_FAULTS at a modify: entering ERR flushes the bystander's WRs too; a
@@ -470,7 +486,8 @@ class FakePair:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
-        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
+                 *OUTSIDE_MASK_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -783,12 +800,12 @@ def scenario_divergence(h: PairHarness, scenario: Callable[[PairHarness], None])
 
 
 def machine_divergence(
-    machine: type[RuleBasedStateMachine], max_examples: int = 300
+    machine: type[RuleBasedStateMachine], max_examples: int = 300, from_seed: int = 0
 ) -> Divergence:
     """The divergence a traffic machine over a faulted fake pair raises, from a fixed seed
     (300 examples of 30 steps, no example database: a derandomized exploration would move
     with every unrelated edit); the test fails when it finds none."""
-    planted = seed(0)(machine)
+    planted = seed(from_seed)(machine)
     planted.TestCase.settings = settings(
         max_examples=max_examples, stateful_step_count=30, deadline=None, database=None,
         derandomize=False, report_multiple_bugs=False, **PLANTED_RUN,

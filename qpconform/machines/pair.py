@@ -25,7 +25,7 @@ from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
-from qpconform.machines.fills import WR_FILLS
+from qpconform.machines.fills import FILLS, WR_FILLS
 from qpconform.machines.stops import deliver_pending
 
 S = QPState
@@ -82,7 +82,7 @@ class PairMachine(RuleBasedStateMachine):
 
     @initialize()
     def connect(self) -> None:
-        self.h = self.make_pair()  # its modifies take the keyed fill (unmasked.Keyed)
+        self.h = self.make_pair()  # its own modifies take the keyed fill (unmasked.Keyed)
         self.h.connect()
 
     def _state(self, side: str) -> QPState:
@@ -370,9 +370,10 @@ def machine_for(
                 notify = data.draw(st.booleans(), label="notify")
                 extra = {"en_sqd_async_notify": int(notify)}
             psns = self.h.peer_psns(side) if nxt in (S.RTR, S.RTS) else {}
+            fill = data.draw(FILLS, label="unmasked")  # one draw: the fields outside the mask
 
             bit = Attr.EN_SQD_ASYNC_NOTIFY if extra else Attr(0)
-            self.h.modify(side, nxt, {**psns, **extra}, bit)
+            self.h.modify(side, nxt, {**psns, **extra}, bit, fill=fill)
 
         @precondition(lambda self: _loaded(self, 2))
         @rule(side=SIDES)
