@@ -30,6 +30,7 @@ from models import (
     rules,
     shared_cq,
     srq,
+    unused_fields,
     uverbs,
 )
 from models.attributes import PSN_MASKED, VALUE_RULES
@@ -102,7 +103,8 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask):
+    for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask,
+                   unused_fields):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)

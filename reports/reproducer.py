@@ -25,7 +25,8 @@ REPRODUCER_DIR = OUT_DIR / "reproducers"
 QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV": 10}
 #: The step keys the script uses (the rest of a step record is for reports).
 _STEP_KEYS = (
-    "verb", "mask", "mask_value", "attrs", "unmasked", "readback", "wr_id", "expect", "window",
+    "verb", "mask", "mask_value", "attrs", "unmasked", "unused", "readback", "wr_id", "expect",
+    "window",
     "completions", "never_run", "events", "known",
 )
 
@@ -240,6 +241,12 @@ def do_post(rig, step):
         if step["verb"] == "post_send":
             wr = SendWR(wr_id=step["wr_id"], opcode=IBV_WR_SEND, num_sge=1, sg=[sge],
                         send_flags=IBV_SEND_SIGNALED)
+            unused = step.get("unused", {})  # fields a SEND does not use, valued as run
+            if "imm_data" in unused:
+                wr.imm_data = unused["imm_data"]
+            if "rkey" in unused:  # the union wr, through its atomic member
+                wr.set_wr_atomic(unused["rkey"], unused["remote_addr"], unused["compare_add"],
+                                 unused["swap"])
             if QP_TYPE == 4:  # UD: to this very QP through an AH
                 rig.ah = rig.ah or AH(rig.pd, attr=rig.av(rig.port, rig.gid_index))
                 wr.set_wr_ud(rig.ah, rig.qp.qp_num, rig.qkey)

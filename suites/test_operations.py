@@ -5,7 +5,8 @@ each completes with its opcode (and the receive with the immediate data), consum
 receive or not, is held in SQD, flushed in ERR and discarded by RESET like any WR; an
 unsignaled WR completes only in error. Inline WRs within max_inline_data behave as the
 same WRs not inline, one byte beyond it is refused; an operation the QP type lacks is
-refused or fails; READs beyond the initiator depth wait. Every step goes through
+refused or fails; READs beyond the initiator depth wait; the fields a WR's opcode does not
+use are ignored. Every step goes through
 PairHarness against models/pair.py, as in the other pair suites.
 """
 
@@ -14,6 +15,7 @@ import pytest
 from models.enums import QPState, QPType
 from models.operations import OPS_BY_TYPE, Op, foreign_ops
 from models.pair import Fault
+from qpconform.engine import unused_wr
 from qpconform.engine.connect import HOLD
 
 S = QPState
@@ -41,6 +43,22 @@ def test_each_operation_completes_with_its_opcode(make_pair, qp_type, op):
     h.post_recv("b")
     h.post_send("a", op)
     h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize(("qp_type", "op"), TYPE_OPS, ids=_IDS)
+def test_the_fields_an_opcode_does_not_use_are_ignored(make_pair, qp_type, op):
+    """One WR of each operation, then a SEND, with every bit set in the ibv_send_wr fields
+    their opcodes do not use (imm_data without immediate data, the union wr beyond the
+    opcode's member): both complete as the plain WRs do
+    (ibta.post_send.unused_fields_ignored)."""
+    h = make_pair(qp_type)
+    _carried(h, op)
+    h.post_recv("b")
+    h.post_recv("b")
+    h.post_send("a", op, unused=unused_wr.WILD)
+    h.post_send("a", Op.SEND, unused=unused_wr.WILD)
     h.quiet()
 
 

@@ -24,6 +24,7 @@ from models.operations import SINK_STALE
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
 from models.qp import QPModel
+from models.variant import LINUX
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 from qpconform.engine.judge import DivergenceError
@@ -164,6 +165,13 @@ _RECV_BAD_LKEY_STATUS = {
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
 #: places one byte past its window; a granted WRITE completes and places nothing.
 ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
+#: A fault of the fields an opcode does not use (models/unused_fields.py): a SEND without
+#: immediate whose imm_data holds a value hands it to the receive (IBV_WC_WITH_IMM).
+UNUSED_WR_FAULTS = ("imm_from_unused",)
+#: A fault of the fields outside a modify's mask (models/outside_mask.py): a modify without
+#: IBV_QP_CUR_STATE whose cur_qp_state names another valid state is table-checked from that
+#: state (the driver takes it as the current one): refused where that move is illegal.
+OUTSIDE_MASK_FAULTS = ("cur_state_from_unmasked",)
 #: The byte write_one_past places after a window (the guard pattern never has it there).
 _STRAY = 0x00
 #: The max_inline_data a fake QP reports: the 64 bytes asked, rounded up as rxe may.
@@ -204,7 +212,7 @@ class FakeEnd:
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
         exp = model.modify(self.side, attrs, mask)
-        ok = exp.outcome is not Outcome.REFUSE
+        ok = exp.outcome is not Outcome.REFUSE and not self._reads_cur_state(attrs, mask)
         model.apply(self.side, exp, ok)
         if not ok:
             return VerbResult(False, 22, "refused by the fake")
@@ -243,6 +251,17 @@ class FakeEnd:
         self.pair.run_wire()
         return VerbResult(True)
 
+    def _reads_cur_state(self, attrs: Mapping[str, int], mask: Attr) -> bool:
+        """cur_state_from_unmasked: would taking cur_qp_state (outside the mask) as the
+        current state refuse this move?"""
+        if self.pair.fault != "cur_state_from_unmasked" or Attr.CUR_STATE in mask:
+            return False
+        cur, state = attrs.get("cur_qp_state"), self.pair.model.qp(self.side).state
+        if cur is None or cur == state or cur > QPState.ERR or Attr.STATE not in mask:
+            return False
+        nxt = QPState(attrs["qp_state"])
+        return LINUX.table.lookup(self.pair.qp_type, QPState(cur), nxt) is None
+
     def _bent_shared_cq(self, was: QPState, now: QPState) -> None:
         """SHARED_CQ_FAULTS at a modify: entering ERR flushes the bystander's WRs too; a
         RESET cleans the bystander's (or, the near miss, its own) entries off the CQ."""
@@ -271,9 +290,12 @@ class FakeEnd:
 
     def post_send(
         self, wr_id: int, op: Op, fault: Fault, signaled: bool = True, inline: bool = False,
-        fence: bool = False,
+        fence: bool = False, unused: Mapping[str, int] | None = None,
     ) -> VerbResult:
-        """Post through the fake's model."""
+        """Post through the fake's model (`unused` ignored, but by imm_from_unused)."""
+        imm = (unused or {}).get("imm_data")
+        if imm and self.pair.fault == "imm_from_unused" and not op.carries_imm:
+            self.pair.leaked_imm[wr_id] = imm
         if self.pair.fault == "read_beyond_depth_fails" and self.pair.model.burst is None:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
         if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_executes":
@@ -464,7 +486,8 @@ class FakePair:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
-        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS)
+        known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
+                 *OUTSIDE_MASK_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -487,6 +510,7 @@ class FakePair:
         self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
         self.memory: dict[tuple[str, str], bytearray] = {}  # the ends' target MRs
         self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
+        self.leaked_imm: dict[int, int] = {}  # imm_from_unused: send wr_id -> imm received
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -634,6 +658,8 @@ class FakePair:
             for side, exp in step.effects:
                 if side == step.requester:
                     exp = self._bent(step.rule.id, resumed, exp)
+                elif step.wr_id in self.leaked_imm:
+                    exp = self._leak_imm(exp, self.leaked_imm[step.wr_id])
                 end = self.ends[side]
                 queued = len(end.cq)
                 self.emit(side, exp)
@@ -645,6 +671,17 @@ class FakePair:
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error
                     self.ends[side].async_events.append(EventType.QP_FATAL)
+
+    @staticmethod
+    def _leak_imm(exp: Expectation, imm: int) -> Expectation:
+        """imm_from_unused: the receive a SEND without immediate completes carries the
+        imm_data its WR held anyway."""
+        done = tuple(
+            dataclasses.replace(c, imm_data=imm)
+            if c.queue == "recv" and c.status == WCStatus.SUCCESS and c.imm_data is None else c
+            for c in exp.completions
+        )
+        return dataclasses.replace(exp, completions=done)
 
     def _bent_iwarp(self, step: WireStep) -> bool:
         """Play an iWARP wire step the planted fault's way; True when it is done so."""
@@ -763,12 +800,12 @@ def scenario_divergence(h: PairHarness, scenario: Callable[[PairHarness], None])
 
 
 def machine_divergence(
-    machine: type[RuleBasedStateMachine], max_examples: int = 300
+    machine: type[RuleBasedStateMachine], max_examples: int = 300, from_seed: int = 0
 ) -> Divergence:
     """The divergence a traffic machine over a faulted fake pair raises, from a fixed seed
     (300 examples of 30 steps, no example database: a derandomized exploration would move
     with every unrelated edit); the test fails when it finds none."""
-    planted = seed(0)(machine)
+    planted = seed(from_seed)(machine)
     planted.TestCase.settings = settings(
         max_examples=max_examples, stateful_step_count=30, deadline=None, database=None,
         derandomize=False, report_multiple_bugs=False, **PLANTED_RUN,

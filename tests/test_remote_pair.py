@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from models.enums import QPState, QPType
-from models.pair import WireSettings
+from models.pair import Op, WireSettings
 from models.variant import LINUX
 from qpconform.adapters.remote_pair import RemotePair
+from qpconform.engine import unused_wr
 from qpconform.engine.connect import FAST
 from qpconform.engine.device import UnsupportedQPType
 from qpconform.engine.judge import DivergenceError
@@ -90,6 +91,26 @@ def test_a_stray_byte_is_caught_through_the_executor(qp_type) -> None:
     """The guard bands read the target MRs through the executor ("targets")."""
     record = _planted_record("write_one_past", access_planted._granted_write, qp_type)
     assert (record.kind, record.rule_id) == ("memory", "pair.access.guard")
+
+
+def _filled_send(h: PairHarness) -> None:
+    h.post_recv("b")
+    h.post_send("a", Op.SEND, unused=unused_wr.WILD)
+
+
+def test_a_wr_fill_travels_to_the_executor_and_its_fault_is_caught() -> None:
+    """The unused fields' values go over the wire with the post (a clean fake ignores
+    them; imm_from_unused hands the imm_data to the receive: named after the rule)."""
+    with _served() as device:
+        h = _connected(device, QPType.RC)
+        for op in h.ops:
+            h.post_recv("b")
+            h.post_send("a", op, unused=unused_wr.OTHER)
+        h.quiet(0.01)
+        assert h.known == []
+        h.dev.close()
+    record = _planted_record("imm_from_unused", _filled_send, QPType.UC)
+    assert (record.kind, record.rule_id) == ("fields", "ibta.post_send.unused_fields_ignored")
 
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)

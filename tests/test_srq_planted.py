@@ -115,8 +115,10 @@ def test_the_traffic_machine_catches_each_planted_srq_fault(fault, rule) -> None
         return PairHarness(fake, sink=None, time_scale=0.01)
 
     # an SRQ limit fault needs an armed limit, receives waiting and a message that takes
-    # one below it: about 250 examples from this seed, so twice the usual budget
-    record = machine_divergence(machine_for(QPType.RC, make, faults=(), srq=True), 600)
+    # one below it: twice the usual budget. Since the modify rule draws its fill outside
+    # the mask, seeds 0-5 found it after 719, 229, 10, 286, 253 and 89 examples (without
+    # that draw: 29, 247, 282, 102, 98, 285): seed 1, near the median of both
+    record = machine_divergence(machine_for(QPType.RC, make, faults=(), srq=True), 600, 1)
     assert record.rule_id == rule
 
 

@@ -318,8 +318,8 @@ class Executor:
 
 
 def _send_how(how: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A pair end's post_send arguments after wr_id (op, fault, signaled, inline, fence),
-    their enums rebuilt; a lone QP's: none."""
+    """A pair end's post_send arguments after wr_id (op, fault, signaled, inline, fence,
+    and the unused fields' values when filled), their enums rebuilt; a lone QP's: none."""
     return (Op(how[0]), Fault(how[1]), *how[2:]) if how else ()
 
 

@@ -8,6 +8,7 @@ what they showed, and the engine's reads after a step cost no round trip, as for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -50,9 +51,10 @@ class RemoteEnd(RemoteQP):
 
     def post_send(  # type: ignore[override]  # a pair end's send says what it carries
         self, wr_id: int, op: Op = Op.SEND, fault: Fault = Fault.NONE, signaled: bool = True,
-        inline: bool = False, fence: bool = False,
+        inline: bool = False, fence: bool = False, unused: Mapping[str, int] | None = None,
     ) -> VerbResult:
-        return self._post("post_send", wr_id, str(op), str(fault), signaled, inline, fence)
+        how = [dict(unused)] if unused else []  # only then: an older executor takes the rest
+        return self._post("post_send", wr_id, str(op), str(fault), signaled, inline, fence, *how)
 
     def post_recv(  # type: ignore[override]
         self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False

@@ -47,10 +47,11 @@ from models.pair import (
 )
 from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
 from models.sources import Rule
+from models.unused_fields import UNUSED_FIELDS
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
-from . import unmasked
+from . import blame, unmasked, unused_wr
 from .connect import FAST, bring_up_mask
 from .core import Engine
 from .device import Completion, ConnectedPairDevice, PairDevice, QueryResult, VerbResult
@@ -184,6 +185,8 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         self._not_started: set[tuple[str, int]] = set()  # missing: never started (known)
         self._doorbell: set[str] = set()  # ends whose held sends the next post_send starts
         self._waiting: set[tuple[str, int]] = set()  # sends noted waiting for a receive
+        #: WRs posted with their unused fields filled: wr_id -> (operation, values)
+        self._filled: dict[int, tuple[Op, dict[str, int]]] = {}
         self._init_shared_cq()  # bystanders on the ends' CQs (qpconform/engine/shared_cq.py)
 
     def _fresh(self, side: str) -> None:
@@ -261,24 +264,32 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         signaled: bool = True,
         inline: bool = False,
         fence: bool = False,
+        unused: str = unused_wr.PLAIN,
     ) -> int:
         """post_send of one WR (unsignaled: it completes only in error; `inline`: posted
         with IBV_SEND_INLINE, within the end's max_inline_data; `fence`: with
-        IBV_SEND_FENCE, its data from the end's READ sink); returns its wr_id."""
+        IBV_SEND_FENCE, its data from the end's READ sink; `unused`: how the fields its
+        opcode does not use are filled, unused_wr.CHOICES); returns its wr_id."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
         exp = self.model.post_send(side, wr_id, op, fault, signaled, inline, fence)
+        filled = unused_wr.values(op, self.dev.qp_type, unused)
         end = self.dev.end(side)
-        res = (end.post_send(wr_id, op, fault, signaled, inline, fence=True) if fence
-               else end.post_send(wr_id, op, fault, signaled, inline))
-        step = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
+        how: dict[str, Any] = {"fence": True} if fence else {}
+        if filled:  # only then: an end that predates fills is still called as it was
+            how["unused"] = filled
+            self._filled[wr_id] = (op, filled)
+        res = end.post_send(wr_id, op, fault, signaled, inline, **how)
+        step: dict[str, Any] = {"wr_id": wr_id, "op": str(op), "fault": str(fault)}
+        if filled:
+            step["unused"] = filled  # a reproducer sets them too
         if not signaled:
             step["signaled"] = False
         if inline:
             step["inline"] = True
         if fence:
             step["fence"] = True
-        self.cm_step(side, exp, res, step)
+        self.cm_step(side, exp, res, step, also=(UNUSED_FIELDS,) if filled else ())
         return wr_id
 
     def max_inline(self, side: str) -> int:
@@ -596,6 +607,19 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
     def record_verb(self, kind: str) -> str | None:
         return _RECORD_VERBS.get(kind)
 
+    def diverge(self, track: Track, d: Divergence) -> Quirk | None:
+        """Judge `d`, filed under ibta.post_send.unused_fields_ignored when it concerns a
+        WR posted with its unused fields filled (engine/blame.py unused_named)."""
+        return super().diverge(track, blame.unused_named(d, self._explained(d), self.judge.quirks))
+
+    def _explained(self, d: Divergence) -> bool:
+        """Does `d` concern a WR posted with a fill (a wire step's completions, tagged
+        send_wr=N), and show that fill (blame.unused_explains)?"""
+        wrs = {int(t.split("=", 1)[1]) for t in d.tags if t.startswith("send_wr=")}
+        return any(
+            blame.unused_explains(*self._filled[w], d) for w in wrs if w in self._filled
+        )
+
     def related_tracks(self, track: Track, step: dict[str, Any]) -> list[Track]:
         side = step.get("side")
         other = self.ends.get(side) if isinstance(side, str) else None
@@ -693,9 +717,10 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         res: VerbResult,
         step: dict[str, Any],
         resumed: set[int] | None = None,
+        also: tuple[Rule, ...] = (),
     ) -> None:
         track = self.ends[side]
-        self.note(track, exp)
+        self.note(track, exp, also=also)  # `also`: rules the step checks beyond exp's
         known_before = len(self.known)
         idx, _ = self.conclude(track, exp, res, step)
         if res.accepted:

@@ -4,18 +4,20 @@
 out of range) or each field its own way; it shrinks to the plain fill, so a shrunk
 example keeps a non-plain value only where the divergence needs one. `draw_fills` makes a
 lone checker draw the fill of each modify it sends from the example's data (a lone QP's
-bring-up walk takes the keyed fill, `Engine.walk_fills`); the pair machines' modifies take
-the keyed fill (`unmasked.Keyed`, never plain): drawn there too, the fills spent the
-examples' data and the derandomized searches of the pair suites' planted faults missed
-some. The draws show in the falsifying example, and the step log (so the divergence
-record and its reproducer) holds the values.
+bring-up walk takes the keyed fill, `Engine.walk_fills`). The pair machines draw one fill
+per modify rule (`modify`), passed to `PairHarness.modify`; the modifies the harness sends
+itself (a connect's bring-up, resets, a bystander's moves, flushes to ERR) take the keyed
+fill (`unmasked.Keyed`, never plain): drawn on every one of them, the fills spent the
+examples' data and the searches of the pair suites' planted faults missed some. The draws
+show in the falsifying example, and the step log (so the divergence record and its
+reproducer) holds the values.
 """
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from qpconform.engine import unmasked
+from qpconform.engine import unmasked, unused_wr
 from qpconform.engine.core import Engine
 
 _MIXED = "mixed"
@@ -39,6 +41,11 @@ _EACH: st.SearchStrategy[unmasked.Fill] = st.integers(
 FILLS: st.SearchStrategy[unmasked.Fill] = st.sampled_from((*unmasked.CHOICES, _MIXED)).flatmap(
     lambda how: _EACH if how == _MIXED else st.just(unmasked.uniform(how))
 )
+
+
+#: How a pair machine's post fills the send WR's fields its opcode does not use (one draw
+#: per post: plain, other, wild; it shrinks to plain, qpconform/engine/unused_wr.py).
+WR_FILLS: st.SearchStrategy[str] = st.sampled_from(unused_wr.CHOICES)
 
 
 def draw_fills(engine: Engine, data: st.DataObject) -> None:

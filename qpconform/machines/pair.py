@@ -25,6 +25,7 @@ from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
 from qpconform.engine.pair import PairHarness
+from qpconform.machines.fills import FILLS, WR_FILLS
 from qpconform.machines.stops import deliver_pending
 
 S = QPState
@@ -81,7 +82,7 @@ class PairMachine(RuleBasedStateMachine):
 
     @initialize()
     def connect(self) -> None:
-        self.h = self.make_pair()  # its modifies take the keyed fill (unmasked.Keyed)
+        self.h = self.make_pair()  # its own modifies take the keyed fill (unmasked.Keyed)
         self.h.connect()
 
     def _state(self, side: str) -> QPState:
@@ -274,12 +275,14 @@ def machine_for(
                     self.h.modify(side, S.RESET)
 
 
-        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), inline=st.booleans())
-        def post_send(self, side: str, op: Op, inline: bool) -> None:
-            """One WR of `op`, inline (within the reported cap) when drawn and it can be."""
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), inline=st.booleans(),
+              unused=WR_FILLS)
+        def post_send(self, side: str, op: Op, inline: bool, unused: str) -> None:
+            """One WR of `op`, inline (within the reported cap) when drawn and it can be, the
+            fields its opcode does not use filled as drawn."""
             if self._state(side) in _SENDABLE and op in self.h.ops:
                 inline = inline and op.inlinable and self.h.can_post_inline(side)
-                self.h.post_send(side, op, inline=inline)
+                self.h.post_send(side, op, inline=inline, unused=unused)
 
         @precondition(lambda self: "inline_over_cap" in faults)
         @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.inlinable]))
@@ -341,14 +344,14 @@ def machine_for(
             if side not in self.h.model.srq_sides:
                 self.h.post_recv(side, bad_lkey=True)
 
-        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)))
-        def exchange(self, side: str, op: Op) -> None:
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS)
+        def exchange(self, side: str, op: Op, unused: str) -> None:
             """The peer posts a receive, then `side` posts `op`: traffic as applications
             run it (a receive waiting), so each operation's completions are compared at
-            both ends, not only its errors."""
+            both ends, not only its errors (the unused fields filled as drawn)."""
             if self._state(side) in _SENDABLE and op in self.h.ops:
                 self.h.post_recv(self.h.model.peer_of(side))
-                self.h.post_send(side, op)
+                self.h.post_send(side, op, unused=unused)
 
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
@@ -367,9 +370,10 @@ def machine_for(
                 notify = data.draw(st.booleans(), label="notify")
                 extra = {"en_sqd_async_notify": int(notify)}
             psns = self.h.peer_psns(side) if nxt in (S.RTR, S.RTS) else {}
+            fill = data.draw(FILLS, label="unmasked")  # one draw: the fields outside the mask
 
             bit = Attr.EN_SQD_ASYNC_NOTIFY if extra else Attr(0)
-            self.h.modify(side, nxt, {**psns, **extra}, bit)
+            self.h.modify(side, nxt, {**psns, **extra}, bit, fill=fill)
 
         @precondition(lambda self: _loaded(self, 2))
         @rule(side=SIDES)
@@ -504,12 +508,12 @@ def iwarp_machine_for(
                     self.h.bystander_post_recv(side)
                 self.h.modify(side, how)
 
-        @rule(side=SIDES, op=st.sampled_from(IWARP_OPS))
-        def post_send(self, side: str, op: Op) -> None:
+        @rule(side=SIDES, op=st.sampled_from(IWARP_OPS), unused=WR_FILLS)
+        def post_send(self, side: str, op: Op, unused: str) -> None:
             """A send in RTS, after a close (CLOSING, TERMINATE: refused, or accepted and
-            flushed) or in ERR."""
+            flushed) or in ERR (the fields its opcode does not use filled as drawn)."""
             if self._state(side) in (S.RTS, S.SQD, S.SQE, S.ERR):
-                self.h.post_send(side, op)
+                self.h.post_send(side, op, unused=unused)
 
         @rule(side=SIDES, ops=_batch(IWARP_OPS))
         def post_batch(self, side: str, ops: list[Op]) -> None:
