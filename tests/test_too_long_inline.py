@@ -129,6 +129,26 @@ def test_two_choices_in_one_run_are_inconsistent() -> None:
     assert caught.value.record.kind == "inconsistent"
 
 
+@pytest.mark.parametrize("first, then", [(None, "too_long_error"), ("too_long_error", None)])
+def test_a_later_pair_starts_from_the_run_s_choice(first: str | None, then: str | None) -> None:
+    """The second pair of a run expects the first's choice from its first short receive:
+    the other outcome is a divergence of the rule at once; the same one passes."""
+    recorder = RunRecorder({}, {})
+    for fault in (first, first):
+        h = PairHarness(FakePair(QPType.UC, fault), sink=None, time_scale=0.01,
+                        recorder=recorder)
+        h.connect()
+        _too_long_twice(h)
+    chosen = h.model.too_long
+    h = PairHarness(FakePair(QPType.UC, then), sink=None, time_scale=0.01, recorder=recorder)
+    h.connect()
+    h.post_recv("b", short=True)
+    assert h.model.too_long == chosen
+    with pytest.raises(DivergenceError) as caught:
+        _too_long_twice(h)
+    assert caught.value.record.rule_id == UNRELIABLE_RECV_TOO_SHORT.id
+
+
 # --------------------------------------------------------------------- traffic machine
 @pytest.mark.parametrize("qp_type", UNRELIABLE, ids=lambda t: t.name)
 def test_the_traffic_machine_catches_a_failing_requester(qp_type: QPType) -> None:

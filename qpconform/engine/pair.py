@@ -326,6 +326,8 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         QP), so a call that kills its process is a divergence, not the session's end."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
+        if short:
+            self.seed_too_long()  # the run's choice for a too-long UC/UD message, if made
         exp = self.model.post_recv(side, wr_id, short, bad_lkey)
         end = self.dev.end(side)
         # only the flags asked are passed: an end that has neither (the remote executor's)

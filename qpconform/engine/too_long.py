@@ -14,8 +14,9 @@ message met `undecided`:
 
 From then on the pair's model expects that choice, so the other one is a divergence of
 the rule; and the run's recorder holds the first choice across pairs (and processes):
-a pair that chooses otherwise in the same situation is an "inconsistent" divergence
-(qpconform/engine/choices.py, the same book the value rules use).
+a later pair of the process starts from it (`seed_too_long`), and a pair that chose
+otherwise is an "inconsistent" divergence (qpconform/engine/choices.py, the same book
+the value rules use; merged run records list the choices of every process).
 `TooLongChoice` is mixed into `PairHarness` (qpconform/engine/pair.py).
 """
 
@@ -108,6 +109,18 @@ class TooLongChoice:
         self.model.too_long_dropped()
         track = self.ends[side]
         self._chose(track, TOO_LONG_DROPPED, track.last())
+
+    def seed_too_long(self) -> None:
+        """Before a short receive: a choice this run's earlier pairs of the QP type made
+        (the recorder's book) is the model's from the start, so this pair is held to it at
+        once and spends no window learning it."""
+        book = getattr(self.judge.recorder, "situations", None)
+        if self.model.too_long is not None or book is None:
+            return
+        key = f"{self.dev.qp_type.name} {SITUATION}"
+        chosen = book.seen.get(UNRELIABLE_RECV_TOO_SHORT.id, {}).get(key, {})
+        if len(chosen) == 1:
+            self.model.too_long = next(iter(chosen))
 
     def _chose(self, track: Track, chosen: str, origin: int) -> None:
         """Record the device's choice; one other than the run's first in this situation is
