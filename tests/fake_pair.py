@@ -181,10 +181,11 @@ TOO_LONG_INLINE_FAULTS = (
     "too_long_error", "too_long_succeeds", "too_long_error_stays_rts", "too_long_inconsistent",
     "too_long_requester_error", "inline_wrong_bytes",
     "too_long_as_malformed_wqe",  # rxe's UC: the receive LOC_QP_OP_ERR, the QP in ERR
+    "too_long_error_fatal",  # near miss: the error outcome with QP_FATAL (irdma)
 )
 #: The faults under which the fake completes a too-long UC/UD message's receive in error.
 _TOO_LONG_AS_ERROR = ("too_long_error", "too_long_succeeds", "too_long_error_stays_rts",
-                      "too_long_as_malformed_wqe")
+                      "too_long_as_malformed_wqe", "too_long_error_fatal")
 #: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
 #: places one byte past its window; a granted WRITE completes and places nothing.
@@ -689,8 +690,11 @@ class FakePair:
         RTS; too_long_inconsistent completes the next one in error."""
         if step.rule is not UNRELIABLE_RECV_TOO_SHORT:
             return
+        peer = self.model.peer_of(step.requester)
         if self.fault == "too_long_error_stays_rts":
-            self.model.qp(self.model.peer_of(step.requester)).follow(QPState.RTS)
+            self.model.qp(peer).follow(QPState.RTS)
+        if self.fault == "too_long_error_fatal":
+            self.ends[peer].async_events.append(EventType.QP_FATAL)
         if self.fault == "too_long_inconsistent":
             self.model.too_long = TOO_LONG_ERROR
 
