@@ -120,6 +120,9 @@ def foreign_ops(qp_type: QPType) -> tuple[Op, ...]:
 #: RDMA READs and atomics land in), as the adapter names the bytes the responder received:
 #: the sink's first bytes (no READ or atomic ran yet), a READ's, an atomic's original value.
 SINK_STALE, SINK_READ, SINK_ATOMIC = "stale", "read", "atomic"
+#: What a WR not fenced carries (models.access.PAYLOAD), as the adapter names the bytes: an
+#: inline SEND's receive must hold them (pair.inline.delivered).
+SINK_PAYLOAD = "payload"
 
 
 def sink_label(op: Op) -> str:
@@ -247,7 +250,8 @@ INLINE_DELIVERED = Rule(
     "pair.inline.delivered",
     "a SEND, SEND with immediate, RDMA WRITE or WRITE with immediate posted with "
     "IBV_SEND_INLINE and no more bytes than the max_inline_data query_qp reports behaves as "
-    "the same WR not inline: the same completions at both ends, the data delivered",
+    "the same WR not inline: the same completions at both ends, the data delivered (a "
+    "SEND's receive holds the bytes the WR's SGE named when it was posted)",
     ibta(
         "ch. 11.4.1.1 Post Send Request (inline data: the data is copied at post, the "
         "lkey is not used)",

@@ -35,6 +35,8 @@ class ExpectedCompletion:
     # A receive's data, as the adapter names the bytes (models.operations.SINK_*): None,
     # not compared.
     data: str | None = field(default=None, compare=False)
+    # The rule whose promise `data` is (None: pair.fence.after_reads, the first to compare).
+    data_rule: Rule | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from models.operations import (
     RC_ATOMIC_MISALIGNED,
     READ_DELIVERED,
     READ_DEPTH,
+    SINK_PAYLOAD,
     SINK_STALE,
     UNSIGNALED_SILENT,
     Op,
@@ -190,6 +191,41 @@ RC_RECV_TOO_SHORT = Rule(
     kind=MUST,
     layer=DRIVER,
 )
+UNRELIABLE_RECV_TOO_SHORT = Rule(
+    "pair.unreliable.recv_too_short",
+    "a UC or UD SEND (or SEND with immediate) longer than the responder's oldest receive "
+    "buffer: the requester completes it with SUCCESS (no acknowledgement on an unreliable "
+    "service) and stays in RTS; the responder either drops the message (the receive is not "
+    "consumed and stays first, nothing completes, the QP keeps its state) or completes the "
+    "receive with LOC_LEN_ERR and enters ERR, flushing the rest (ibta.err.recv_error; an "
+    "affiliated error event may come with it, the driver's). The device chooses one way "
+    "and keeps to it for the whole run",
+    Source(
+        "IBTA and linux drivers/infiniband, rdma-core providers",
+        "IBTA ch. 9.9.3.1 Responder error behavior: a length error on an unreliable service "
+        "is class D (the packet silently dropped) with a receive queue of its own, class E "
+        "(the receive WQE completed in error) with an SRQ, as rxe_resp.c names them "
+        "(RESPST_ERR_LENGTH: 'UC/UD - class D' drop_msg, 'UC/UD - class E' with an SRQ); "
+        "ch. 10.8.3 completion status Local Length Error and ch. 10.3.1 (a receive "
+        "completing in error takes the QP to Error); man ibv_poll_cq(3): IBV_WC_LOC_LEN_ERR "
+        "'a Work Request that was posted in a local Receive Queue isn't big enough for "
+        "holding the incoming message'; mlx5 cq.c (MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR -> "
+        "IBV_WC_LOC_LEN_ERR, an error CQE with the QP in error); hns hns_roce_hw_v2.c "
+        "hns_roce_v2_poll_one() (any error CQE but a flush: init_flush_work(), the QP to "
+        "ERR); irdma IRDMA_AE_DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER -> "
+        "FLUSH_LOC_LEN_ERR (IB_WC_LOC_LEN_ERR) with IRDMA_QP_EVENT_CATASTROPHIC; efa "
+        "(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH -> IBV_WC_LOC_LEN_ERR on its UD/SRD "
+        "receives); rxe copy_data() refuses the copy with -EINVAL, so send_data_in() "
+        "takes RESPST_ERR_MALFORMED_WQE (the receive LOC_QP_OP_ERR, the QP in ERR) unless "
+        "rxe_resp_check_length() finds a UD message too long first (class D: dropped). "
+        "iWARP has no UC or UD (siw: a short receive is a DDP Terminate, iwarp.*)",
+        "a message too long for the receive WQE: dropped, or the WQE completed in error",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+#: The two outcomes UNRELIABLE_RECV_TOO_SHORT allows (PairModel.too_long).
+TOO_LONG_DROPPED, TOO_LONG_ERROR = "dropped", "recv_error"
 RC_RECV_BAD_LKEY = Rule(
     "pair.rc.recv_bad_lkey",
     "an RC SEND (or SEND with immediate) meets a receive whose SGE names no MR (a bad "
@@ -249,7 +285,7 @@ COMM_EST_ON_FIRST_PACKET = Rule(
 RULES: tuple[Rule, ...] = (
     SEND_DELIVERED, WRITE_DELIVERED, RC_RNR_EXHAUSTED, RC_RNR_WAITING, RC_RETRY_EXHAUSTED,
     UNRELIABLE_DROPPED, RC_BAD_RKEY, UC_BAD_RKEY, BAD_LKEY, NO_EVENT_ON_COMPLETION_ERROR,
-    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT, RC_RECV_BAD_LKEY,
+    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT, RC_RECV_BAD_LKEY, UNRELIABLE_RECV_TOO_SHORT,
 )
 
 _COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
@@ -313,6 +349,14 @@ class PairModel:
         self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
         self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
         self._bad_lkey_recv: set[tuple[str, int]] = set()  # receives whose lkey names no MR
+        #: What the device does with a UC/UD message longer than the receive
+        #: (UNRELIABLE_RECV_TOO_SHORT: TOO_LONG_DROPPED or TOO_LONG_ERROR); None: not seen
+        #: yet, the model expects the drop and `undecided` holds the receives such a
+        #: message met, until the harness saw which way the device went.
+        self.too_long: str | None = None
+        self.undecided: set[tuple[str, int]] = set()
+        #: Receives a too-long message met once the device chose to drop it.
+        self.met_dropped: set[tuple[str, int]] = set()
         #: What each end's target MRs must hold (models/access.py).
         self.memory = access.Memory()
         #: While not None: posts go back to back (no wait between them), and this counts
@@ -429,19 +473,38 @@ class PairModel:
         self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False
     ) -> Expectation:
         """post_recv on one end's own receive queue (commit with apply); a `short` one has
-        room for less than a SEND carries (RC only: RC_RECV_TOO_SHORT); a `bad_lkey` one
-        names no MR (RC only: RC_RECV_BAD_LKEY)."""
-        if (short or bad_lkey) and (self.iwarp or self.qp_type is not QPType.RC):
-            # UC/UD: a message the receive cannot take is the responder's to drop or to
-            # complete in error (rxe drops it: class D); iWARP: a DDP Terminate; not modelled.
-            raise ValueError("the model posts a short or bad-lkey receive on an InfiniBand "
-                             "RC QP only")
+        room for less than a SEND carries (RC: RC_RECV_TOO_SHORT; UC, UD:
+        UNRELIABLE_RECV_TOO_SHORT); a `bad_lkey` one names no MR (RC only:
+        RC_RECV_BAD_LKEY)."""
+        if (short or bad_lkey) and self.iwarp:
+            raise ValueError("iWARP: a short receive is a DDP Terminate, not modelled here")
+        if bad_lkey and self.qp_type is not QPType.RC:
+            raise ValueError("the model posts a bad-lkey receive on an RC QP only")
         exp = self.ends[side].post_recv(wr_id)
         if short:
             self._short.add((side, wr_id))
         if bad_lkey:
             self._bad_lkey_recv.add((side, wr_id))
         return exp
+
+    def too_long_completed(self, side: str, wr_id: int) -> Expectation:
+        """The device completed receive `wr_id`, which a UC/UD message too long for it met
+        while the model expected the drop: it chose TOO_LONG_ERROR, and the model follows
+        (the receive completes LOC_LEN_ERR, `side` enters ERR, flushing the rest)."""
+        qp = self.ends[side]
+        if (side, wr_id) not in self.undecided or not qp.recvs or qp.recvs[0] != wr_id:
+            raise ValueError(f"no undecided too-long message met receive {wr_id} on {side}")
+        self.too_long = TOO_LONG_ERROR
+        self.undecided.clear()
+        exp = may_raise(qp.recv_completed(WCStatus.LOC_LEN_ERR))
+        return replace(exp, checked=(*exp.checked, UNRELIABLE_RECV_TOO_SHORT))
+
+    def too_long_dropped(self) -> None:
+        """The device dropped the too-long messages the model holds undecided (no
+        completion came within a quiet window): it chose TOO_LONG_DROPPED."""
+        self.too_long = TOO_LONG_DROPPED
+        self.met_dropped |= self.undecided
+        self.undecided.clear()
 
     def post_srq_recv(self, side: str, wr_id: int) -> Expectation:
         """post_srq_recv to one end's SRQ (commit with apply)."""
@@ -499,7 +562,8 @@ class PairModel:
         """Pure verdict for the oldest started send of `side`.
 
         Returns (rule, requester status or None while it waits, what happens at the peer:
-        "recv", "recv_error", "recv_prot_error", "none", "drop", "access_error" or
+        "recv", "recv_error", "recv_prot_error", "none", "drop", "too_long" (a UC/UD
+        message longer than the receive, dropped: the receive stays), "access_error" or
         "invalid_request").
         """
         req = self.ends[side]
@@ -539,7 +603,10 @@ class PairModel:
             if peer.srq is not None:
                 return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
             if op in (Op.SEND, Op.SEND_WITH_IMM) and (peer_side, peer.recvs[0]) in self._short:
-                return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
+                if reliable:
+                    return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
+                at_peer = "recv_error" if self.too_long == TOO_LONG_ERROR else "too_long"
+                return UNRELIABLE_RECV_TOO_SHORT, WCStatus.SUCCESS, at_peer
             if op in (Op.SEND, Op.SEND_WITH_IMM) and (
                 (peer_side, peer.recvs[0]) in self._bad_lkey_recv
             ):
@@ -564,18 +631,29 @@ class PairModel:
         forbidden: dict[str, tuple[EventType, ...]] = {}
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[peer_side]
-        if (side, wr_id) in self._inline and status == WCStatus.SUCCESS:
+        if (side, wr_id) in self._inline and status == WCStatus.SUCCESS and (
+            rule is not UNRELIABLE_RECV_TOO_SHORT
+        ):
             rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
         sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
         if sent_out and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
             effects.append((peer_side, self._first_packet(peer_side)))
         rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
+        data_rule = FENCE_AFTER_READS
+        if rule is INLINE_DELIVERED and op in (Op.SEND, Op.SEND_WITH_IMM):
+            data, data_rule = SINK_PAYLOAD, INLINE_DELIVERED  # the bytes it was posted with
         if at_peer == "recv":
             imm = imm_for(wr_id) if op.carries_imm else None
-            got = with_data(peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm), data)
+            got = with_data(peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm), data,
+                            data_rule)
             effects.append((peer_side, checking(got)))
         if at_peer == "recv_error":
-            effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))
+            got = peer.recv_completed(WCStatus.LOC_LEN_ERR)
+            effects.append((peer_side, may_raise(got) if rule is UNRELIABLE_RECV_TOO_SHORT
+                            else got))
+        if at_peer == "too_long":  # dropped (so far: the device may yet show otherwise)
+            met = (peer_side, peer.recvs[0])
+            (self.undecided if self.too_long is None else self.met_dropped).add(met)
         if at_peer == "recv_prot_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
         placed = self._placed(peer_side, op, fault, (status, at_peer))
@@ -670,6 +748,13 @@ def checking(exp: Expectation) -> Expectation:
     return replace(exp, checked=exp.checked + extra) if extra else exp
 
 
+def may_raise(exp: Expectation) -> Expectation:
+    """A responder's error outcome whose affiliated error event is the driver's: any one of
+    them may come with it, once, or none (UNRELIABLE_RECV_TOO_SHORT: irdma raises QP_FATAL
+    with its LOC_LEN_ERR flush, rxe and hns none)."""
+    return replace(exp, allowed_events=(*exp.allowed_events, *_ERROR_EVENTS))
+
+
 def guarded(exp: Expectation, fault: Fault, placed: tuple[object, ...]) -> Expectation:
     """The requester's expectation of a WR naming a target MR, naming the rules the guard
     bands check after it (qpconform/engine/memory.py): no stray byte; its bytes placed."""
@@ -679,11 +764,11 @@ def guarded(exp: Expectation, fault: Fault, placed: tuple[object, ...]) -> Expec
     return replace(exp, checked=(*exp.checked, *extra))
 
 
-def with_data(exp: Expectation, data: str | None) -> Expectation:
+def with_data(exp: Expectation, data: str | None, rule: Rule = FENCE_AFTER_READS) -> Expectation:
     """A receive's expectation whose (first) completion must hold `data` (the label the
-    adapter gives the bytes received; None: not compared)."""
+    adapter gives the bytes received; None: not compared), as `rule` says."""
     if data is None or not exp.completions:
         return exp
     first, *rest = exp.completions
-    return replace(exp, completions=(replace(first, data=data), *rest),
-                   checked=(*exp.checked, FENCE_AFTER_READS))
+    return replace(exp, completions=(replace(first, data=data, data_rule=rule), *rest),
+                   checked=(*exp.checked, rule))

@@ -471,6 +471,7 @@ IWARP_NEVER_CONSULTS = frozenset(
         # refuses to post one: iWARP's DDP/RDMAP errors for them are not modelled yet)
         "pair.rc.recv_too_short",
         "pair.rc.recv_bad_lkey",
+        "pair.unreliable.recv_too_short",  # iWARP has no UC or UD
     }
 )
 

@@ -279,6 +279,26 @@ def test_send_longer_than_the_receive(make_pair):
     h.quiet()
 
 
+@pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_unreliable_send_longer_than_the_receive(make_pair, qp_type):
+    """UC/UD: a 16-byte SEND meets a receive with room for 8 (UD: after the GRH). The
+    requester completes SUCCESS either way; the responder drops the message (its receives
+    stay, it stays RTS) or completes the receive LOC_LEN_ERR and enters ERR, flushing the
+    next one (pair.unreliable.recv_too_short, may). A second such message, on b brought
+    back if the first took it to ERR, must meet the same choice."""
+    h = make_pair(qp_type)
+    h.post_recv("b", short=True)
+    h.post_recv("b")
+    h.post_send("a")
+    h.quiet()
+    if h.model.qp("b").state == S.ERR:  # the device completed it in error: once more
+        h.reset("b")
+        h.bring_up("b")
+        h.post_recv("b", short=True)
+    h.post_send("a")  # dropped: it meets the same short receive, still first
+    h.quiet()
+
+
 def test_send_into_a_receive_with_a_bad_lkey(make_pair):
     """RC: b's receive names no MR (its lkey's index bits flipped): post_recv takes it; a
     SEND into it fails at both ends: the receive LOC_PROT_ERR, b in ERR flushing its next

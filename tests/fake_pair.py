@@ -20,9 +20,20 @@ from hypothesis.stateful import RuleBasedStateMachine
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
-from models.operations import SINK_STALE
+from models.operations import SINK_PAYLOAD, SINK_STALE
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import BAD_LKEY, RC_RETRY_EXHAUSTED, Fault, Op, PairModel, WireSettings, WireStep
+from models.pair import (
+    BAD_LKEY,
+    RC_RETRY_EXHAUSTED,
+    TOO_LONG_DROPPED,
+    TOO_LONG_ERROR,
+    UNRELIABLE_RECV_TOO_SHORT,
+    Fault,
+    Op,
+    PairModel,
+    WireSettings,
+    WireStep,
+)
 from models.qp import QPModel
 from models.variant import LINUX
 from qpconform.engine.connect import FAST, connect_values
@@ -161,6 +172,21 @@ _RECV_BAD_LKEY_STATUS = {
     "recv_bad_lkey_loc_len_err": (WCStatus.LOC_LEN_ERR, None),
     "recv_bad_lkey_rem_access_err": (None, WCStatus.REM_ACCESS_ERR),
 }
+#: Faults of a UC/UD SEND longer than the receive (pair.unreliable.recv_too_short; the fake
+#: drops it unless told otherwise) and of inline bytes (pair.inline.delivered): the near
+#: miss "too_long_error" completes the receive LOC_LEN_ERR and enters ERR (the other
+#: outcome the rule allows); the receive completes SUCCESS; LOC_LEN_ERR but the QP stays
+#: RTS; the first one dropped, the next completed in error (two choices in one run); the
+#: requester completes in error; an inline SEND delivers other bytes than it was posted with.
+TOO_LONG_INLINE_FAULTS = (
+    "too_long_error", "too_long_succeeds", "too_long_error_stays_rts", "too_long_inconsistent",
+    "too_long_requester_error", "inline_wrong_bytes",
+    "too_long_as_malformed_wqe",  # rxe's UC: the receive LOC_QP_OP_ERR, the QP in ERR
+    "too_long_error_fatal",  # near miss: the error outcome with QP_FATAL (irdma)
+)
+#: The faults under which the fake completes a too-long UC/UD message's receive in error.
+_TOO_LONG_AS_ERROR = ("too_long_error", "too_long_succeeds", "too_long_error_stays_rts",
+                      "too_long_as_malformed_wqe", "too_long_error_fatal")
 #: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
 #: places one byte past its window; a granted WRITE completes and places nothing.
@@ -487,7 +513,7 @@ class FakePair:
             *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
-                 *OUTSIDE_MASK_FAULTS)
+                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -505,6 +531,7 @@ class FakePair:
             IwarpPairModel(self.qp_type, settings, self.srq_sides) if iwarp
             else PairModel(self.qp_type, settings=settings, srq_sides=self.srq_sides)
         )
+        self.model.too_long = TOO_LONG_ERROR if fault in _TOO_LONG_AS_ERROR else TOO_LONG_DROPPED
         self._qpn = 100
         self.ends = {s: self._new_end(s) for s in ("a", "b")}
         self.zombies: dict[str, list[tuple[int, str]]] = {"a": [], "b": []}
@@ -627,6 +654,14 @@ class FakePair:
 
     def _bent_fields(self, c: ExpectedCompletion) -> ExpectedCompletion:
         """A completion's opcode, immediate data, data or status, the planted fault's way."""
+        if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR and (
+            self.fault == "too_long_succeeds" and self.qp_type is not QPType.RC
+        ):  # the message truncated into the receive, which "succeeds"
+            return dataclasses.replace(c, status=WCStatus.SUCCESS, opcode=WCOpcode.RECV)
+        if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR and (
+            self.fault == "too_long_as_malformed_wqe" and self.qp_type is not QPType.RC
+        ):
+            return dataclasses.replace(c, status=WCStatus.LOC_QP_OP_ERR)
         if c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR:
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[0]
             return dataclasses.replace(c, status=status or c.status)
@@ -635,7 +670,9 @@ class FakePair:
             return dataclasses.replace(c, status=status or c.status)
         if c.status != WCStatus.SUCCESS:
             return c
-        if self.fault == "fence_ignored" and c.data is not None:
+        if self.fault == "inline_wrong_bytes" and c.data == SINK_PAYLOAD:
+            return dataclasses.replace(c, data="other")  # not the bytes it was posted with
+        if self.fault == "fence_ignored" and c.data not in (None, SINK_PAYLOAD):
             return dataclasses.replace(c, data=SINK_STALE)  # what the sink held before
         if self.fault == "read_as_write" and c.opcode == WCOpcode.RDMA_READ:
             return dataclasses.replace(c, opcode=WCOpcode.RDMA_WRITE)
@@ -668,6 +705,7 @@ class FakePair:
                     end.delayed += [(due, c) for c in end.cq[queued:]]
                     del end.cq[queued:]
                 self._after_send_error(side, exp)
+            self._bent_too_long(step)
             if self.fault == "event_on_completion_error":
                 for side in step.forbidden:  # the sides whose send completed in error
                     self.ends[side].async_events.append(EventType.QP_FATAL)
@@ -682,6 +720,19 @@ class FakePair:
             for c in exp.completions
         )
         return dataclasses.replace(exp, completions=done)
+
+    def _bent_too_long(self, step: WireStep) -> None:
+        """After a too-long UC/UD message: too_long_error_stays_rts leaves the responder in
+        RTS; too_long_inconsistent completes the next one in error."""
+        if step.rule is not UNRELIABLE_RECV_TOO_SHORT:
+            return
+        peer = self.model.peer_of(step.requester)
+        if self.fault == "too_long_error_stays_rts":
+            self.model.qp(peer).follow(QPState.RTS)
+        if self.fault == "too_long_error_fatal":
+            self.ends[peer].async_events.append(EventType.QP_FATAL)
+        if self.fault == "too_long_inconsistent":
+            self.model.too_long = TOO_LONG_ERROR
 
     def _bent_iwarp(self, step: WireStep) -> bool:
         """Play an iWARP wire step the planted fault's way; True when it is done so."""
@@ -712,6 +763,8 @@ class FakePair:
             status = _BAD_LKEY_STATUS.get(str(self.fault))
         elif rule_id == "pair.rc.recv_too_short":
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
+        elif rule_id == UNRELIABLE_RECV_TOO_SHORT.id and self.fault == "too_long_requester_error":
+            status = WCStatus.LOC_LEN_ERR
         elif rule_id == "pair.rc.recv_bad_lkey":
             status = _RECV_BAD_LKEY_STATUS.get(str(self.fault), (None, None))[1]
         elif self.fault in OPS_EXTRA_FAULTS:

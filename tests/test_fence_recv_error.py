@@ -14,7 +14,14 @@ from __future__ import annotations
 import pytest
 
 from models.enums import QPState, QPType
-from models.operations import FENCE_AFTER_READS, SINK_ATOMIC, SINK_READ, SINK_STALE, Op
+from models.operations import (
+    FENCE_AFTER_READS,
+    SINK_ATOMIC,
+    SINK_PAYLOAD,
+    SINK_READ,
+    SINK_STALE,
+    Op,
+)
 from models.pair import RC_RECV_TOO_SHORT, PairModel
 from qpconform.adapters import pyverbs_pair
 from qpconform.engine.judge import DivergenceError
@@ -76,9 +83,18 @@ def test_the_model_fences_data_operations_only(op) -> None:
 
 
 @pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD])
-def test_a_short_receive_is_modelled_on_rc_only(qp_type) -> None:
-    with pytest.raises(ValueError, match="InfiniBand RC QP only"):
-        PairModel(qp_type).post_recv("b", 1, short=True)
+def test_a_bad_lkey_receive_is_modelled_on_rc_only(qp_type) -> None:
+    """(A short one is modelled on UC and UD too: pair.unreliable.recv_too_short,
+    tests/test_too_long_inline.py.)"""
+    with pytest.raises(ValueError, match="RC QP only"):
+        PairModel(qp_type).post_recv("b", 1, bad_lkey=True)
+
+
+def test_a_short_receive_is_not_modelled_on_iwarp() -> None:
+    from models.iwarp_pair import IwarpPairModel
+
+    with pytest.raises(ValueError, match="DDP Terminate"):
+        IwarpPairModel(QPType.RC).post_recv("b", 1, short=True)
 
 
 def test_the_adapter_names_the_bytes_it_received() -> None:
@@ -87,7 +103,8 @@ def test_the_adapter_names_the_bytes_it_received() -> None:
     assert label(pyverbs_pair._READ_BYTES) == SINK_READ
     assert label((1).to_bytes(8, "little") + pyverbs_pair._STALE_BYTES[8:]) == SINK_ATOMIC
     assert label(bytes(8) + pyverbs_pair._READ_BYTES[8:]) == SINK_ATOMIC
-    assert label(pyverbs_pair._PLAIN_BYTES) == "other"
+    assert label(pyverbs_pair._PLAIN_BYTES) == SINK_PAYLOAD
+    assert label(b"x" * 16) == "other"
     # every pattern is 16 bytes (a WR's length) and none starts like an atomic's value
     for b in (pyverbs_pair._STALE_BYTES, pyverbs_pair._READ_BYTES, pyverbs_pair._PLAIN_BYTES):
         assert len(b) == pyverbs_pair._WR_LEN and int.from_bytes(b[:8], "little") > 1

@@ -291,5 +291,6 @@ def _wrong_field(expected: ExpectedCompletion, wc: Completion) -> tuple[Rule, st
         imm = "no immediate data" if expected.imm_data is None else f"imm 0x{expected.imm_data:08x}"
         return IMM_DELIVERED, f"{completion_text(expected)} with {imm}"
     if expected.data is not None and wc.data is not None and wc.data != expected.data:
-        return FENCE_AFTER_READS, f"{completion_text(expected)} holding {expected.data} data"
+        rule = expected.data_rule or FENCE_AFTER_READS
+        return rule, f"{completion_text(expected)} holding {expected.data} data"
     return None

@@ -64,6 +64,7 @@ from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .shared_cq import SharedCQ
 from .timing import KINDS, TIMER, WIDEN_MARGIN, DeliveryLog
+from .too_long import TooLongChoice
 from .track import Track
 
 S = QPState
@@ -109,7 +110,7 @@ _RECORD_VERBS = {
     "memory": "memory",
 }
 
-class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
+class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
     """Drive a pair device and its PairModel in lock step; every difference is a divergence.
 
     A divergence a quirk covers is recorded as known (`known_quirk`), the harness
@@ -290,6 +291,7 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         if fence:
             step["fence"] = True
         self.cm_step(side, exp, res, step, also=(UNUSED_FIELDS,) if filled else ())
+        self.decide_too_long()  # a UC/UD message longer than the receive: the device's way
         return wr_id
 
     def max_inline(self, side: str) -> int:
@@ -335,6 +337,8 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         QP), so a call that kills its process is a divergence, not the session's end."""
         wr_id = self.next_wr_id()
         self.owns(self.ends[side], wr_id)
+        if short:
+            self.seed_too_long()  # the run's choice for a too-long UC/UD message, if made
         exp = self.model.post_recv(side, wr_id, short, bad_lkey)
         end = self.dev.end(side)
         # only the flags asked are passed: an end that has neither (the remote executor's)
@@ -529,6 +533,7 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         if window is None:
             window = self.delivery.window(self._kind("completion"), self.quiet_window)
         self.observe(window, 0.0)
+        self.decide_too_long(watched=True)  # a too-long message met no error in the window
         self.note_watched()
         self.check_memory(commit=True)
         self._check_states()
@@ -664,6 +669,8 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
         if track.side not in SIDES:  # a bystander moves by modify only: nothing to explain
             return False
+        if self.explain_too_long(track, wc):  # the device's way with a too-long UC/UD message
+            return True
         if self._retrying or wc.status != WCStatus.WR_FLUSH_ERR or not outstanding:
             return False
         self._sync_state(track.side)

@@ -326,11 +326,13 @@ def machine_for(
             if self._state(side) in _SENDABLE:
                 _post_fenced(self.h, side, before, op)
 
-        @precondition(lambda self: "short_recv" in faults and qp_type == QPType.RC)
+        @precondition(lambda self: "short_recv" in faults)
         @rule(side=SIDES)
         def post_short_recv(self, side: str) -> None:
-            """A receive with room for less than a SEND carries (an end without an SRQ): a
-            SEND into it fails at both ends, a WRITE with immediate fills it."""
+            """A receive with room for less than a SEND carries (an end without an SRQ): RC:
+            a SEND into it fails at both ends; UC/UD: the responder drops it or completes
+            the receive in error, the same way each time (pair.unreliable.recv_too_short);
+            a WRITE with immediate fills it."""
             self._state(side)
             if side not in self.h.model.srq_sides:
                 self.h.post_recv(side, short=True)

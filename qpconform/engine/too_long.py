@@ -1,0 +1,143 @@
+"""A UC/UD message longer than the receive: the device's choice, learnt and then held.
+
+`pair.unreliable.recv_too_short` (models/pair.py) is a "may" rule with two outcomes: the
+responder drops the message (the receive stays posted, nothing completes) or completes
+the receive with LOC_LEN_ERR and enters ERR. The model cannot know beforehand which one a
+device takes, so until it has seen one it expects the drop and keeps the receives such a
+message met `undecided`:
+
+- a completion of one of them that is neither SUCCESS nor a flush is the device
+  choosing the error: the model follows (`PairModel.too_long_completed`), the completion
+  is matched again against what that outcome makes due (a status other than LOC_LEN_ERR
+  is then a divergence of the rule), the QP's move to ERR is compared as any;
+- a quiet window after the post with no such completion is the device choosing the drop.
+
+From then on the pair's model expects that choice, so the other one is a divergence of
+the rule; and the run's recorder holds the first choice across pairs (and processes):
+a later pair of the process starts from it (`seed_too_long`), and a pair that chose
+otherwise is an "inconsistent" divergence (qpconform/engine/choices.py, the same book
+the value rules use; merged run records list the choices of every process).
+`TooLongChoice` is mixed into `PairHarness` (qpconform/engine/pair.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from models.enums import WCStatus
+from models.pair import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
+
+from .ledger import Because
+
+if TYPE_CHECKING:
+    from .device import Completion
+    from .track import Track
+
+#: The situation the run's choice book keys the choice by (with the QP type).
+SITUATION = "SEND longer than the receive"
+
+
+class TooLongChoice:
+    """Learning and holding the device's choice (needs the PairHarness's `model`, `ends`,
+    `end_state`, `judge`, `dev`, `quiet_window`, `_retrying` and the engine's verbs)."""
+
+    model: Any
+    ends: dict[str, Track]
+    end_state: dict[str, Any]
+    judge: Any
+    dev: Any
+    quiet_window: float
+    _retrying: bool
+    _unpolled: Any
+
+    def explain_too_long(self, track: Track, wc: Completion) -> bool:
+        """Is `wc` a receive a too-long message met, completed in error? Undecided: the
+        device chose the error, the model follows and `wc` is matched again (True). Once the
+        device chose the drop: an inconsistent choice (a divergence; True)."""
+        side = track.side
+        met = (side, wc.wr_id)
+        if self._retrying or wc.queue != "recv" or wc.status == WCStatus.WR_FLUSH_ERR:
+            return False
+        if wc.status == WCStatus.SUCCESS:
+            if met not in self.model.undecided | self.model.met_dropped:
+                return False
+            d = self.divergence(  # type: ignore[attr-defined]
+                track, "completion", UNRELIABLE_RECV_TOO_SHORT, track.last(),
+                f"receive {wc.wr_id} dropped or completed LOC_LEN_ERR: the message was "
+                "longer than its buffer",
+                f"completion wr={wc.wr_id} SUCCESS", ["status=SUCCESS", "queue=recv"],
+            )
+            self.diverge(track, d)  # type: ignore[attr-defined]
+            return True
+        if met in self.model.met_dropped and wc.wr_id in track.model.recvs:
+            d = self.divergence(  # type: ignore[attr-defined]
+                track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
+                f"no completion of receive {wc.wr_id}: the device dropped a message too long "
+                "for the receive before (may rule: one choice per run)",
+                f"completion wr={wc.wr_id} {wc.status.name}", [f"choice={TOO_LONG_ERROR}"],
+            )
+            self.diverge(track, d)  # type: ignore[attr-defined]
+            return True
+        qp = track.model
+        if met not in self.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
+            return False
+        origin = track.last()
+        exp = self.model.too_long_completed(side, wc.wr_id)
+        self.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
+        track.ledger.expect(exp, origin, UNRELIABLE_RECV_TOO_SHORT, (f"recv_wr={wc.wr_id}",))
+        self.end_state[side].state_because = Because(exp.rule, origin)
+        track.moved(exp.state_before, qp.state, origin)
+        self._chose(track, TOO_LONG_ERROR, origin)
+        self._retrying = True
+        try:
+            self.on_completion(track, wc)  # type: ignore[attr-defined]
+        finally:
+            self._retrying = False
+        return True
+
+    def decide_too_long(self, watched: bool = False) -> None:
+        """After a step that sent a too-long message while the choice is open: a quiet
+        window for the receive's error completion (`watched`: the caller's window just
+        passed); none came: the device dropped it."""
+        if not self.model.undecided or self._unpolled or self.model.burst is not None:
+            return
+        if not watched:
+            self.observe(self.quiet_window, 0.0)  # type: ignore[attr-defined]
+        if not self.model.undecided:  # it came: explain_too_long followed the device
+            return
+        side = sorted(self.model.undecided)[0][0]
+        self.model.too_long_dropped()
+        track = self.ends[side]
+        self._chose(track, TOO_LONG_DROPPED, track.last())
+
+    def seed_too_long(self) -> None:
+        """Before a short receive: a choice this run's earlier pairs of the QP type made
+        (the recorder's book) is the model's from the start, so this pair is held to it at
+        once and spends no window learning it."""
+        book = getattr(self.judge.recorder, "situations", None)
+        if self.model.too_long is not None or book is None:
+            return
+        key = f"{self.dev.qp_type.name} {SITUATION}"
+        chosen = book.seen.get(UNRELIABLE_RECV_TOO_SHORT.id, {}).get(key, {})
+        if len(chosen) == 1:
+            self.model.too_long = next(iter(chosen))
+
+    def _chose(self, track: Track, chosen: str, origin: int) -> None:
+        """Record the device's choice; one other than the run's first in this situation is
+        an "inconsistent" divergence."""
+        recorder = self.judge.recorder
+        if recorder is None:
+            return
+        key = f"{track.qp_type.name} {SITUATION}"
+        where = f"{self.judge.test or 'this run'}, step {origin + 1}"
+        earlier = recorder.choice(UNRELIABLE_RECV_TOO_SHORT.id, chosen, key, where)
+        if earlier is None:
+            return
+        before, at = earlier
+        d = self.divergence(  # type: ignore[attr-defined]
+            track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, origin,
+            f"the same choice as before in this situation (may rule): {before} (first at {at})",
+            chosen, [f"choice={chosen}"],
+        )
+        d.context["situation"] = key
+        self.diverge(track, d)  # type: ignore[attr-defined]
