@@ -245,6 +245,16 @@ def entry(struct: str, name: str) -> Field | None:
     return next((f for f in LEDGER if f.struct == struct and f.name == name), None)
 
 
+def pyverbs_missing(found: dict[str, list[str]]) -> list[str]:
+    """The pyverbs fields (`found`: class -> its public fields, as the guest lists them,
+    tests/test_vm_fields.py) the ledger has no entry for, as "Class.field"."""
+    out = []
+    for cls, names in found.items():
+        struct, aliases = PYVERBS_CLASSES[cls]
+        out += [f"{cls}.{n}" for n in names if entry(struct, aliases.get(n, n)) is None]
+    return out
+
+
 def problems(known_rules: set[str] | frozenset[str]) -> list[str]:
     """What is wrong with the ledger: an entry with neither rule nor reason, a rule the
     catalog does not know, a field listed twice."""
@@ -268,7 +278,7 @@ def render() -> str:
         "# The field ledger: every returned field and what checks it",
         "",
         "Back to the [README](../README.md). Generated from `models/fields.py` by "
-        "`python -m models fields-doc > docs/fields.md`; do not edit by hand "
+        "`python -m models fields-doc --out docs/fields.md`; do not edit by hand "
         "(tests/test_fields_ledger.py fails when it is stale).",
         "",
         "Each field a verb the suites call hands back, with the rules that check it "
