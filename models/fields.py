@@ -160,8 +160,9 @@ WC: tuple[Field, ...] = (
        "syndrome, no value is defined by IBTA or the verbs ABI)"),
     _f("ibv_wc", "byte_len", _POLL, "pair.wc.byte_len", "pair.ud.wc.byte_len",
        "pair.wc.byte_len.write_imm",
-       note="successful receive completions of the pair (SEND, SEND with immediate, WRITE "
-            "with immediate); a requester's byte_len (READ: the bytes read; atomics: 8 on "
+       note="successful receive completions of an InfiniBand pair (SEND, SEND with "
+            "immediate, WRITE with immediate; an iWARP pair's receives are not compared yet, "
+            f"{_ISSUE}); a requester's byte_len (READ: the bytes read; atomics: 8 on "
             f"mlx5) is not compared ({_ISSUE}); {_ERR_UNDEFINED}"),
     _f("ibv_wc", "imm_data", _POLL, "pair.imm.delivered",
        note="compared when IBV_WC_WITH_IMM is set, the flag being the source of truth"),

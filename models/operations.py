@@ -8,9 +8,11 @@ data hands the responder a value its receive completion must carry. The pair mod
 operations themselves, and the rules about their completions.
 """
 
+from dataclasses import replace
 from enum import StrEnum
 
-from models.enums import QPType, WCOpcode
+from models.enums import QPType, WCOpcode, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion
 from models.sources import DRIVER, MAY, MUST, PROVIDER, Rule, Source, ibta
 
 _WR_PROCESSING = "ch. 10.8 Work request processing"
@@ -429,6 +431,30 @@ def recv_byte_len(op: Op, ud: bool) -> tuple[frozenset[int], Rule] | None:
     if ud:
         return frozenset({MESSAGE_LEN + GRH_LEN, MESSAGE_LEN}), UD_WC_BYTE_LEN
     return frozenset({MESSAGE_LEN}), WC_BYTE_LEN
+
+
+def with_byte_len(exp: Expectation, op: Op, ud: bool) -> Expectation:
+    """A receive's expectation whose successful completions must report the byte_len a
+    message of `op` allows (recv_byte_len), naming the rule that says so."""
+    allowed = recv_byte_len(op, ud)
+    if allowed is None or not exp.completions:
+        return exp
+    done = tuple(replace(c, byte_len=allowed) if c.status == WCStatus.SUCCESS else c
+                 for c in exp.completions)
+    return replace(exp, completions=done, checked=(*exp.checked, allowed[1]))
+
+
+def _received(c: ExpectedCompletion) -> bool:
+    return c.queue == "recv" and c.status == WCStatus.SUCCESS
+
+
+def with_src_qp(exp: Expectation, qp_num: int) -> Expectation:
+    """A UD receive's expectation whose successful completions must name `qp_num` (the
+    sender's QP) in src_qp (UD_WC_SRC_QP)."""
+    if not any(_received(c) for c in exp.completions):
+        return exp
+    done = tuple(replace(c, src_qp=qp_num) if _received(c) else c for c in exp.completions)
+    return replace(exp, completions=done, checked=(*exp.checked, UD_WC_SRC_QP))
 
 
 #: The rules declared above, by name (models/catalog.py lists the model's rules from these).

@@ -36,6 +36,7 @@ from models.operations import (
     imm_for,
     ops_for,
     sink_label,
+    with_byte_len,
 )
 from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
@@ -573,6 +574,7 @@ class PairModel:
         if at_peer == "recv":
             imm = imm_for(wr_id) if op.carries_imm else None
             got = with_data(peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm), data)
+            got = with_byte_len(got, op, self.qp_type is QPType.UD)
             effects.append((peer_side, checking(got)))
         if at_peer == "recv_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_LEN_ERR)))

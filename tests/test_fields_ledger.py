@@ -183,6 +183,12 @@ def test_every_field_the_adapters_read_has_an_entry():
     assert unlisted(read) == []
 
 
+def test_the_wc_fields_issue_45_reads_are_read():
+    """The pyverbs adapter reads byte_len, wc_flags and src_qp (and qp_num) off each WC."""
+    read = _adapter_reads()
+    assert {("ibv_wc", n) for n in ("byte_len", "src_qp", "wc_flags", "qp_num")} <= read
+
+
 def test_planted_unlisted_read_is_found():
     """Planted: an adapter that reads wc.slid_bogus and ah.flow_label is caught."""
     source = ("def poll(wc, ah):\n"

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from models import iwarp_pair, rules
-from models.enums import Attr, EventType, QPState, WCStatus
-from models.operations import ops_for
+from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.operations import ops_for, with_src_qp
 from models.outcomes import Expectation, Outcome
 from models.pair import (
     RC_RETRY_EXHAUSTED,
@@ -755,6 +755,14 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
                                 checked=(RC_RNR_WAITING,))
             self.note(self.ends[side], waits)
 
+    def _with_source(self, side: str, requester: str, exp: Expectation) -> Expectation:
+        """A UD receive's expectation naming the sender's QP number, which its completion
+        must carry in src_qp (the model knows no QP numbers; the tracks do)."""
+        sender = self.ends[requester].qp_num
+        if side == requester or self.dev.qp_type is not QPType.UD or sender is None:
+            return exp
+        return with_src_qp(exp, sender)
+
     def _book(self, wire_steps: list[WireStep]) -> None:
         """Each wire step into the log; its effects into the ends' ledgers."""
         for ws in wire_steps:
@@ -772,6 +780,7 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
             self.end_state[ws.requester].resumed.discard(ws.wr_id)
             tags = (f"send_wr={ws.wr_id}",) + (("resumed_by_rts",) if resumed else ())
             for side, exp in ws.effects:
+                exp = self._with_source(side, ws.requester, exp)
                 also = (ws.forbidden_rule,) if side in ws.forbidden else ()
                 self.note(self.ends[side], exp, ws.rule, also)
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
