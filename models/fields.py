@@ -162,8 +162,9 @@ WC: tuple[Field, ...] = (
        "pair.wc.byte_len.write_imm",
        note="successful receive completions of an InfiniBand pair (SEND, SEND with "
             "immediate, WRITE with immediate; an iWARP pair's receives are not compared yet, "
-            f"{_ISSUE}); a requester's byte_len (READ: the bytes read; atomics: 8 on "
-            f"mlx5) is not compared ({_ISSUE}); {_ERR_UNDEFINED}"),
+            f"{_ISSUE}); the may rules' choice is a characteristic, the same every time "
+            "(qpconform/engine/choices.py); a requester's byte_len (READ: the bytes read; "
+            f"atomics: 8 on mlx5) is not compared ({_ISSUE}); {_ERR_UNDEFINED}"),
     _f("ibv_wc", "imm_data", _POLL, "pair.imm.delivered",
        note="compared when IBV_WC_WITH_IMM is set, the flag being the source of truth"),
     _f("ibv_wc", "invalidated_rkey", _POLL, reason=_not(

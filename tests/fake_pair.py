@@ -144,10 +144,11 @@ FENCE_RECV_FAULTS = (
 #: immediate data is there, IBV_WC_WITH_IMM set on a message without it, a UD receive's
 #: src_qp naming the receiver instead of the sender. Near misses, not faults: a UD receive
 #: whose byte_len leaves out the 40 GRH bytes (efa), a WRITE with immediate whose byte_len
-#: is 0 (the "may" rules allow both).
+#: is 0 (the "may" rules allow both). And a device that chooses both ways: every second UD
+#: receive without the GRH's bytes (inconsistent, under pair.ud.wc.byte_len).
 WC_FIELD_FAULTS = (
     "byte_len_one_more", "imm_flag_clear", "imm_flag_unasked", "src_qp_is_receiver",
-    "ud_byte_len_without_grh", "write_imm_byte_len_zero",
+    "ud_byte_len_without_grh", "write_imm_byte_len_zero", "ud_byte_len_flips",
 )
 #: (receive status, SEND status) each planted fault gives a SEND longer than the receive
 #: (None: the model's).
@@ -522,6 +523,7 @@ class FakePair:
         self.memory: dict[tuple[str, str], bytearray] = {}  # the ends' target MRs
         self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
         self.leaked_imm: dict[int, int] = {}  # imm_from_unused: send wr_id -> imm received
+        self.received = 0  # successful UD receives so far (ud_byte_len_flips)
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -633,6 +635,10 @@ class FakePair:
                 wc = dataclasses.replace(wc, byte_len=max(allowed) + 1)
             elif fault == "ud_byte_len_without_grh" and self.qp_type is QPType.UD:
                 wc = dataclasses.replace(wc, byte_len=MESSAGE_LEN)
+            elif fault == "ud_byte_len_flips" and self.qp_type is QPType.UD:
+                self.received += 1
+                if self.received % 2 == 0:
+                    wc = dataclasses.replace(wc, byte_len=MESSAGE_LEN)
             elif fault == "write_imm_byte_len_zero" and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
                 wc = dataclasses.replace(wc, byte_len=0)
         if fault == "imm_flag_clear" and wc.imm_data is not None:

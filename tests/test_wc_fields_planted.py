@@ -26,12 +26,14 @@ from models.operations import (
 )
 from models.outcomes import ExpectedCompletion
 from models.rules import RECV_DONE
+from qpconform.engine.choices import ChoiceBook
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
 from tests.fake_pair import FakePair, connected_fake, machine_divergence
+from tests.rule_log import RuleLog
 
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 
@@ -133,6 +135,52 @@ def test_the_traffic_machine_catches_each_planted_fault(fault, qp_type, rules) -
 
     record = machine_divergence(machine_for(qp_type, make, faults=("bad_lkey",)))
     assert record.rule_id in rules
+
+
+class _ChoiceLog(RuleLog):
+    """A recorder that also keeps the situations of the device's choices (as the run
+    record does), so an inconsistent choice is judged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.book = ChoiceBook()
+
+    def choice(self, rule_id: str, chosen: str, situation: str | None = None,
+               where: str = "") -> tuple[str, str] | None:
+        super().choice(rule_id, chosen, situation, where)
+        return None if situation is None else self.book.note(rule_id, situation, chosen, where)
+
+
+def _recorded(fault: str | None) -> tuple[PairHarness, _ChoiceLog]:
+    log = _ChoiceLog()
+    h = PairHarness(FakePair(QPType.UD, fault), recorder=log, sink=log, time_scale=0.01)
+    h.connect()
+    return h, log
+
+
+def _three_sends(h: PairHarness) -> None:
+    for _ in range(3):
+        _send(h)
+    h.quiet(0.01)
+
+
+def test_a_ud_byte_len_chosen_both_ways_is_inconsistent() -> None:
+    h, _log = _recorded("ud_byte_len_flips")
+    with pytest.raises(DivergenceError) as caught:
+        _three_sends(h)
+    assert (caught.value.record.kind, caught.value.record.rule_id) == (
+        "inconsistent", UD_WC_BYTE_LEN.id)
+
+
+@pytest.mark.parametrize("fault", [None, "ud_byte_len_without_grh"])
+def test_a_ud_byte_len_chosen_one_way_is_a_characteristic(fault) -> None:
+    """Near miss: with the GRH's 40 bytes every time (rxe), or without them every time."""
+    h, log = _recorded(fault)
+    _three_sends(h)
+    assert h.known == [] and log.divergences == []
+    assert log.chosen[UD_WC_BYTE_LEN.id] == 3
+    chosen = log.book.seen[UD_WC_BYTE_LEN.id]["UD RECV"]
+    assert set(chosen) == {f"byte_len={16 if fault else 56}"}
 
 
 # ------------------------------------------------------------------------------ the model

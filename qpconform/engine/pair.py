@@ -46,7 +46,7 @@ from models.pair import (
     WireStep,
 )
 from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
-from models.sources import Rule
+from models.sources import MAY, Rule
 from models.unused_fields import UNUSED_FIELDS
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
@@ -643,11 +643,26 @@ class PairHarness(MemoryGuards, SharedCQ, PairFollowing, Engine):
         return self.shared_stray_rule(track, wc) or super().stray_rule(track, wc)
 
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
+        self._byte_len_choice(track, wc, expected)
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
         if track.side not in SIDES:  # a bystander: moved by modify only
             return
         if wc.queue == "send" and (expected.status not in fine or wc.status not in fine):
             self._sync_state(track.side)  # an error moved the QP: compare before its flushes
+
+    def _byte_len_choice(self, track: Track, wc: Completion, expected: Any) -> None:
+        """A receive's byte_len under a "may" rule (UD: the GRH counted or not; a WRITE with
+        immediate: its length or 0): a characteristic, the same for every such completion
+        of the run (qpconform/engine/choices.py); a value outside the rule is judged by
+        the ledger, not here."""
+        allowed = getattr(expected, "byte_len", None)
+        if allowed is None or wc.byte_len is None or wc.opcode is None:
+            return
+        values, rule = allowed
+        if rule.kind != MAY or wc.byte_len not in values:
+            return
+        key = f"{track.qp_type.name} {wc.opcode.name}"
+        self.choose(track, rule, f"byte_len={wc.byte_len}", track.last(), key)
 
     def _early_last_wqe(self, track: Track, event: EventType) -> bool:
         """Is this Last WQE Reached of an SRQ's QP nobody owes yet, perhaps because the
