@@ -214,6 +214,10 @@ def _named_scopes() -> dict[str, RuleScope]:
         operations.RC_ATOMIC_MISALIGNED.id: RuleScope(
             frozenset({QPType.RC}), frozenset({"ATOMICS"})),
         operations.OP_NOT_OF_TYPE.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
+        operations.WC_BYTE_LEN.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        operations.WC_BYTE_LEN_WRITE_IMM.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        operations.UD_WC_BYTE_LEN.id: RuleScope(frozenset({QPType.UD})),
+        operations.UD_WC_SRC_QP.id: RuleScope(frozenset({QPType.UD})),
         operations.READ_DEPTH.id: rc,
         access.RC_MR_RIGHTS.id: rc,
         access.RC_BOUNDS.id: rc,

@@ -8,9 +8,11 @@ data hands the responder a value its receive completion must carry. The pair mod
 operations themselves, and the rules about their completions.
 """
 
+from dataclasses import replace
 from enum import StrEnum
 
-from models.enums import QPType, WCOpcode
+from models.enums import QPType, WCOpcode, WCStatus
+from models.outcomes import Expectation, ExpectedCompletion
 from models.sources import DRIVER, MAY, MUST, PROVIDER, Rule, Source, ibta
 
 _WR_PROCESSING = "ch. 10.8 Work request processing"
@@ -352,9 +354,117 @@ FENCE_AFTER_READS = Rule(
     layer=DRIVER,
 )
 
+#: The bytes a WR of the pair adapters carries (an atomic: 8): the model's expected byte_len.
+MESSAGE_LEN = 16
+#: The bytes a UD receive buffer keeps first for the GRH (man ibv_post_recv(3)).
+GRH_LEN = 40
+#: ibv_wc.wc_flags bits (enum ibv_wc_flags, verbs.h).
+WC_GRH, WC_WITH_IMM, WC_WITH_INV = 1 << 0, 1 << 1, 1 << 3
+
+WC_BYTE_LEN = Rule(
+    "pair.wc.byte_len",
+    "a successful RC or UC receive completion of a SEND or SEND with immediate reports in "
+    "byte_len the length of the message it delivered",
+    Source(
+        "IBTA and linux drivers/infiniband, rdma-core providers",
+        "IBTA " + _POLL + " (the number of bytes transferred); rxe rxe_resp.c do_complete(): "
+        "byte_len = the bytes placed in the receive (dma.length - dma.resid); siw siw_qp_rx.c "
+        "(bytes placed), libsiw siw.c wc->byte_len = cqe->bytes; mlx5 cq.c handle_responder(), "
+        "bnxt_re verbs.c bnxt_re_poll_rcqe(), hns hns_roce_u_hw_v2.c, irdma uverbs.c "
+        "irdma_process_cqe(): the byte count of the receive CQE",
+        "byte_len: number of bytes transferred",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+UD_WC_BYTE_LEN = Rule(
+    "pair.ud.wc.byte_len",
+    "a successful UD receive completion reports in byte_len the message's length plus the 40 "
+    "bytes of the GRH area the receive buffer starts with (rxe, mlx5, hns: the GRH is placed "
+    "and counted), or the message's length alone (a device that places no GRH: efa sets no "
+    "IBV_WC_GRH)",
+    Source(
+        "linux drivers/infiniband and rdma-core providers",
+        "man ibv_post_recv(3): a UD receive's first 40 bytes hold the GRH, present or not; "
+        "rxe rxe_resp.c execute(): send_data_in() of the GRH before the payload, do_complete() "
+        "byte_len = bytes placed; efa verbs.c efa_process_cqe(): byte_len = the CQE length, "
+        "no IBV_WC_GRH",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+WC_BYTE_LEN_WRITE_IMM = Rule(
+    "pair.wc.byte_len.write_imm",
+    "a successful receive completion of an RDMA WRITE with immediate (RECV_RDMA_WITH_IMM) "
+    "reports in byte_len the length of the write (rxe, efa in source) or 0 (the bytes placed "
+    "in the receive's own buffer: none)",
+    Source(
+        "linux drivers/infiniband and rdma-core providers",
+        "rxe rxe_resp.c do_complete(): RXE_IMMDT_MASK and RXE_WRITE_MASK -> byte_len = "
+        "qp->resp.length (the write's length); efa verbs.c: IBV_WC_RECV_RDMA_WITH_IMM byte_len "
+        "= the write length (length_hi << 16 | length); mlx5, bnxt_re, hns, irdma: the CQE's "
+        "byte count (hardware); IBTA " + _POLL + " does not say which",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+UD_WC_SRC_QP = Rule(
+    "pair.ud.wc.src_qp",
+    "a successful UD receive completion names in src_qp the QP number of the QP that sent "
+    "the message",
+    Source(
+        "IBTA, libibverbs and rdma-core providers",
+        "IBTA " + _POLL + " (source QP, UD only); man ibv_poll_cq(3): src_qp, valid only for "
+        "UD QPs; rxe rxe_resp.c do_complete(): src_qp = deth_sqp(pkt); mlx5 cq.c "
+        "handle_responder(): src_qp from the CQE's flags_rqpn; bnxt_re, hns, irdma, efa: "
+        "the CQE's remote QPN",
+        "Source QP number (remote QP number) of completed WR (valid only for UD QPs)",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+
+
+def recv_byte_len(op: Op, ud: bool) -> tuple[frozenset[int], Rule] | None:
+    """The byte_len values a successful receive completion of `op` may report (a message
+    of MESSAGE_LEN bytes), and the rule that says so; None: `op` consumes no receive."""
+    if op is Op.WRITE_WITH_IMM:
+        return frozenset({MESSAGE_LEN, 0}), WC_BYTE_LEN_WRITE_IMM
+    if op not in (Op.SEND, Op.SEND_WITH_IMM):
+        return None
+    if ud:
+        return frozenset({MESSAGE_LEN + GRH_LEN, MESSAGE_LEN}), UD_WC_BYTE_LEN
+    return frozenset({MESSAGE_LEN}), WC_BYTE_LEN
+
+
+def with_byte_len(exp: Expectation, op: Op, ud: bool) -> Expectation:
+    """A receive's expectation whose successful completions must report the byte_len a
+    message of `op` allows (recv_byte_len), naming the rule that says so."""
+    allowed = recv_byte_len(op, ud)
+    if allowed is None or not exp.completions:
+        return exp
+    done = tuple(replace(c, byte_len=allowed) if c.status == WCStatus.SUCCESS else c
+                 for c in exp.completions)
+    return replace(exp, completions=done, checked=(*exp.checked, allowed[1]))
+
+
+def _received(c: ExpectedCompletion) -> bool:
+    return c.queue == "recv" and c.status == WCStatus.SUCCESS
+
+
+def with_src_qp(exp: Expectation, qp_num: int) -> Expectation:
+    """A UD receive's expectation whose successful completions must name `qp_num` (the
+    sender's QP) in src_qp (UD_WC_SRC_QP)."""
+    if not any(_received(c) for c in exp.completions):
+        return exp
+    done = tuple(replace(c, src_qp=qp_num) if _received(c) else c for c in exp.completions)
+    return replace(exp, completions=done, checked=(*exp.checked, UD_WC_SRC_QP))
+
+
 #: The rules declared above, by name (models/catalog.py lists the model's rules from these).
 RULES: tuple[Rule, ...] = (
     COMPLETION_OPCODE, IMM_DELIVERED, READ_DELIVERED, ATOMIC_DELIVERED, UNSIGNALED_SILENT,
     UNSIGNALED_FLUSH_UNRETIRED, INLINE_DELIVERED, INLINE_OVER_CAP, OP_NOT_OF_TYPE, READ_DEPTH,
-    FENCE_AFTER_READS, ATOMIC_MISALIGNED_POST, RC_ATOMIC_MISALIGNED,
+    FENCE_AFTER_READS, ATOMIC_MISALIGNED_POST, RC_ATOMIC_MISALIGNED, WC_BYTE_LEN,
+    UD_WC_BYTE_LEN, WC_BYTE_LEN_WRITE_IMM, UD_WC_SRC_QP,
 )

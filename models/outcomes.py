@@ -37,6 +37,12 @@ class ExpectedCompletion:
     data: str | None = field(default=None, compare=False)
     # The rule whose promise `data` is (None: pair.fence.after_reads, the first to compare).
     data_rule: Rule | None = field(default=None, compare=False)
+    # A successful receive's byte_len: the values allowed and the rule that allows them
+    # (models.operations.recv_byte_len); None: not compared.
+    byte_len: tuple[frozenset[int], Rule] | None = field(default=None, compare=False)
+    # A successful UD receive's src_qp: the sender's QP number (the engine knows it, not
+    # the model: qpconform/engine/pair.py); None: not compared.
+    src_qp: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

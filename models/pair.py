@@ -37,6 +37,7 @@ from models.operations import (
     imm_for,
     ops_for,
     sink_label,
+    with_byte_len,
 )
 from models.outcomes import Expectation, Outcome
 from models.qp import QPModel
@@ -646,6 +647,7 @@ class PairModel:
             imm = imm_for(wr_id) if op.carries_imm else None
             got = with_data(peer.recv_completed(WCStatus.SUCCESS, op.recv_opcode, imm), data,
                             data_rule)
+            got = with_byte_len(got, op, self.qp_type is QPType.UD)
             effects.append((peer_side, checking(got)))
         if at_peer == "recv_error":
             got = peer.recv_completed(WCStatus.LOC_LEN_ERR)

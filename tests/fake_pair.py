@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
-from models.operations import SINK_PAYLOAD, SINK_STALE
+from models.operations import MESSAGE_LEN, SINK_PAYLOAD, SINK_STALE, WC_WITH_IMM
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
 from models.pair import (
     BAD_LKEY,
@@ -149,6 +149,17 @@ SHARED_CQ_FAULTS = (
 FENCE_RECV_FAULTS = (
     "fence_ignored", "short_recv_succeeds", "recv_len_err_as_malformed_wqe",
     "recv_len_err_loc_prot_err", "recv_len_err_rem_op_err_only",
+)
+#: Faults of the ibv_wc fields a successful receive completion reports (docs/fields.md;
+#: FakePair._bent_wc): byte_len one more than the message, IBV_WC_WITH_IMM clear while the
+#: immediate data is there, IBV_WC_WITH_IMM set on a message without it, a UD receive's
+#: src_qp naming the receiver instead of the sender. Near misses, not faults: a UD receive
+#: whose byte_len leaves out the 40 GRH bytes (efa), a WRITE with immediate whose byte_len
+#: is 0 (the "may" rules allow both). And a device that chooses both ways: every second UD
+#: receive without the GRH's bytes (inconsistent, under pair.ud.wc.byte_len).
+WC_FIELD_FAULTS = (
+    "byte_len_one_more", "imm_flag_clear", "imm_flag_unasked", "src_qp_is_receiver",
+    "ud_byte_len_without_grh", "write_imm_byte_len_zero", "ud_byte_len_flips",
 )
 #: (receive status, SEND status) each planted fault gives a SEND longer than the receive
 #: (None: the model's).
@@ -510,7 +521,8 @@ class FakePair:
         shared_cq_sides: frozenset[str] = frozenset(),
     ) -> None:
         known = (*IWARP_FAULTS, "fence_ignored") if iwarp else (
-            *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS
+            *FAULTS, *OPS_EXTRA_FAULTS, *FENCE_RECV_FAULTS, *RECV_BAD_LKEY_FAULTS,
+            *WC_FIELD_FAULTS,
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
                  *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS)
@@ -538,6 +550,7 @@ class FakePair:
         self.memory: dict[tuple[str, str], bytearray] = {}  # the ends' target MRs
         self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
         self.leaked_imm: dict[int, int] = {}  # imm_from_unused: send wr_id -> imm received
+        self.received = 0  # successful UD receives so far (ud_byte_len_flips)
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -611,7 +624,7 @@ class FakePair:
             done = done[: max(0, CQ_ROOM - len(end.cq))]
             end.async_events.append(EventType.CQ_ERR)
         for c in done:
-            end.cq.append(_wc(c, end.qp_num))
+            end.cq.append(self._bent_wc(side, c, _wc(c, end.qp_num)))
             if self.fault == "duplicate_completion" and c.status == WCStatus.SUCCESS:
                 end.cq.append(_wc(c, end.qp_num))
         if self.fault in ("comm_est_first_packet", "comm_est_twice"):
@@ -632,6 +645,34 @@ class FakePair:
             if e == EventType.QP_ACCESS_ERR and self.fault == "access_err_as_fatal":
                 e = EventType.QP_FATAL
             end.async_events.append(e)
+
+    def _bent_wc(self, side: str, c: ExpectedCompletion, wc: Completion) -> Completion:
+        """A successful receive's src_qp (UD: the sender's QP number), then its byte_len
+        and wc_flags the planted fault's way (WC_FIELD_FAULTS)."""
+        if wc.queue != "recv" or wc.status != WCStatus.SUCCESS:
+            return wc
+        if self.qp_type is QPType.UD and not self.iwarp:
+            sender = self.ends["b" if side == "a" else "a"].qp_num
+            wc = dataclasses.replace(
+                wc, src_qp=wc.qp_num if self.fault == "src_qp_is_receiver" else sender)
+        fault, flags = self.fault, wc.wc_flags or 0
+        if wc.byte_len is not None and c.byte_len is not None:
+            allowed = c.byte_len[0]
+            if fault == "byte_len_one_more":
+                wc = dataclasses.replace(wc, byte_len=max(allowed) + 1)
+            elif fault == "ud_byte_len_without_grh" and self.qp_type is QPType.UD:
+                wc = dataclasses.replace(wc, byte_len=MESSAGE_LEN)
+            elif fault == "ud_byte_len_flips" and self.qp_type is QPType.UD:
+                self.received += 1
+                if self.received % 2 == 0:
+                    wc = dataclasses.replace(wc, byte_len=MESSAGE_LEN)
+            elif fault == "write_imm_byte_len_zero" and wc.opcode == WCOpcode.RECV_RDMA_WITH_IMM:
+                wc = dataclasses.replace(wc, byte_len=0)
+        if fault == "imm_flag_clear" and wc.imm_data is not None:
+            wc = dataclasses.replace(wc, wc_flags=flags & ~WC_WITH_IMM)  # imm_data kept
+        if fault == "imm_flag_unasked" and wc.imm_data is None:
+            wc = dataclasses.replace(wc, wc_flags=flags | WC_WITH_IMM)
+        return wc
 
     def _bent_srq(self, side: str, exp: Expectation) -> None:
         """srq_recv_flushed: an SRQ's QP entering ERR flushes the SRQ's receives as if they
@@ -812,7 +853,11 @@ def _wc(c: ExpectedCompletion, qp_num: int) -> Completion:
     if c.status != WCStatus.SUCCESS:
         return Completion(c.wr_id, c.queue, c.status, qp_num)
     opcode = c.opcode if c.opcode is not None else _DEFAULT_OPCODE[c.queue]
-    return Completion(c.wr_id, c.queue, c.status, qp_num, opcode, c.imm_data, c.data)
+    # byte_len: the largest the model allows (a UD receive's with the 40 GRH bytes, as rxe)
+    byte_len = None if c.byte_len is None else max(c.byte_len[0])
+    flags = WC_WITH_IMM if c.imm_data is not None else 0
+    return Completion(c.wr_id, c.queue, c.status, qp_num, opcode, c.imm_data, c.data,
+                      byte_len=byte_len, wc_flags=flags)
 
 
 #: The opcode of a completion the model names none for (a lone QP's SEND, its receive).

@@ -111,6 +111,9 @@ _completions = st.builds(
     Completion, st.integers(0, 2**64 - 1), st.sampled_from(["send", "recv"]),
     st.sampled_from(list(WCStatus)), st.integers(0, 2**24 - 1),
     st.none() | st.sampled_from(list(WCOpcode)), st.none() | st.integers(0, 2**32 - 1),
+    st.none() | st.sampled_from(["stale", "read", "atomic", "other"]),
+    byte_len=st.none() | st.integers(0, 2**32 - 1), wc_flags=st.none() | st.integers(0, 0xFF),
+    src_qp=st.none() | st.integers(0, 2**24 - 1),
 )
 
 
@@ -118,6 +121,21 @@ _completions = st.builds(
 def test_a_completion_crosses_the_wire_unchanged(c: Completion) -> None:
     frame = wire.pack(wire.completion(c))
     assert wire.to_completion(wire.msgpack.unpackb(frame[4:])) == c
+
+
+def test_a_completion_from_an_older_executor_reads_no_wc_fields() -> None:
+    """Seven values (before byte_len, wc_flags and src_qp crossed): those are not read."""
+    old = wire.completion(Completion(3, "recv", WCStatus.SUCCESS, 0x12, WCOpcode.RECV))[:7]
+    got = wire.to_completion(old)
+    assert (got.byte_len, got.wc_flags, got.src_qp) == (None, None, None)
+    assert got.opcode == WCOpcode.RECV
+
+
+def test_the_wc_fields_cross_the_wire() -> None:
+    sent = Completion(3, "recv", WCStatus.SUCCESS, 0x12, WCOpcode.RECV, 0x5A000003,
+                      byte_len=56, wc_flags=0x3, src_qp=0x34)
+    got = wire.to_completion(wire.msgpack.unpackb(wire.pack(wire.completion(sent))[4:]))
+    assert (got.byte_len, got.wc_flags, got.src_qp) == (56, 0x3, 0x34)
 
 
 def test_a_query_and_an_event_cross_unchanged() -> None:

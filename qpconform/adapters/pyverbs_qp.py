@@ -438,16 +438,20 @@ class PyverbsQP:
         return done
 
     def _completion(self, wc: Any, queue: str) -> Completion:
-        """One polled work completion; its opcode and immediate data only when it succeeded
-        (an error completion's other fields are undefined)."""
+        """One polled work completion; its opcode, flags, immediate data (when
+        IBV_WC_WITH_IMM says it is there), byte_len and src_qp only when it succeeded (an
+        error completion's other fields are undefined; docs/fields.md)."""
         where = f"ibv_poll_cq on {self.label}"
         status = _defined(WCStatus, int(wc.status), where)
-        opcode = imm = None
-        if status == WCStatus.SUCCESS:
-            opcode = _defined(WCOpcode, int(wc.opcode), where)
-            if int(wc.wc_flags) & IBV_WC_WITH_IMM:
-                imm = int(wc.imm_data) & 0xFFFFFFFF
-        return Completion(int(wc.wr_id), queue, status, int(wc.qp_num), opcode, imm)
+        wr_id, qp_num = int(wc.wr_id), int(wc.qp_num)
+        if status != WCStatus.SUCCESS:
+            return Completion(wr_id, queue, status, qp_num)
+        opcode = _defined(WCOpcode, int(wc.opcode), where)
+        flags = int(wc.wc_flags)
+        imm = int(wc.imm_data) & 0xFFFFFFFF if flags & IBV_WC_WITH_IMM else None
+        src_qp = int(wc.src_qp) if self.qp_type is QPType.UD else None  # UD only
+        return Completion(wr_id, queue, status, qp_num, opcode, imm, byte_len=int(wc.byte_len),
+                          wc_flags=flags, src_qp=src_qp)
 
     @inflight.verb("ibv_get_async_event")
     def events(self, timeout: float) -> list[AsyncEvent]:

@@ -106,12 +106,17 @@ def to_verb_result(v: list[Any]) -> VerbResult:
 
 def completion(c: Completion) -> list[Any]:
     return [c.wr_id, c.queue, int(c.status), c.qp_num,
-            None if c.opcode is None else int(c.opcode), c.imm_data, c.data]
+            None if c.opcode is None else int(c.opcode), c.imm_data, c.data,
+            c.byte_len, c.wc_flags, c.src_qp]
 
 
 def to_completion(v: list[Any]) -> Completion:
+    """A completion off the wire (an executor older than byte_len, wc_flags and src_qp
+    sends seven values: those are then not read)."""
+    byte_len, wc_flags, src_qp = [*v[7:10], None, None, None][:3]
     return Completion(v[0], v[1], WCStatus(v[2]), v[3],
-                      None if v[4] is None else WCOpcode(v[4]), v[5], v[6])
+                      None if v[4] is None else WCOpcode(v[4]), v[5], v[6],
+                      byte_len, wc_flags, src_qp)
 
 
 def event(e: AsyncEvent) -> list[Any]:

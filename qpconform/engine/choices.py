@@ -15,6 +15,11 @@ IDLE or closing iWARP QP, a CUR_STATE the driver does not read, a move an iWARP
 driver ignores) depend on the driver's own state record, which on iWARP follows the
 connection asynchronously (siw: CLOSING, then ERROR), so the same verb in the same
 model state can meet two driver states: their choices are recorded, not judged.
+
+The "may" byte_len rules of a successful receive (a UD receive counting the GRH's 40
+bytes or not, a WRITE with immediate's write length or 0: models/operations.py) are held
+to it too, in the situation "QP type, completion opcode": the driver decides them from
+the message alone.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from models.attributes import VALUE_RULES
+from models.operations import UD_WC_BYTE_LEN, WC_BYTE_LEN_WRITE_IMM
 from models.sources import MAY
 
 #: The "may" rules a device must choose the same way in the same situation.
-CONSISTENT_RULES = frozenset(vr.rule.id for vr in VALUE_RULES if vr.rule.kind == MAY)
+CONSISTENT_RULES = frozenset(vr.rule.id for vr in VALUE_RULES if vr.rule.kind == MAY) | {
+    UD_WC_BYTE_LEN.id, WC_BYTE_LEN_WRITE_IMM.id}
 
 
 def situation(qp_type: str, step: Mapping[str, Any]) -> str:

@@ -304,18 +304,21 @@ class Engine:
         if recorder is not None:
             recorder.choice(rule.id, chosen)
 
-    def choose(self, track: Track, rule: Rule, chosen: str, idx: int) -> Quirk | None:
+    def choose(
+        self, track: Track, rule: Rule, chosen: str, idx: int, key: str | None = None
+    ) -> Quirk | None:
         """Record the device's choice under a "may" rule for the step `idx`; for a value
         rule, a different choice in the very same situation before is a divergence (kind
         "inconsistent"): either outcome conforms, choosing both does not
-        (qpconform/engine/choices.py). Returns the quirk that knows it, if any."""
+        (qpconform/engine/choices.py; `key`: the situation, when the step's verb and
+        attributes are not it). Returns the quirk that knows it, if any."""
         recorder = self.judge.recorder
         if rule.id not in CONSISTENT_RULES:  # a choice that may depend on timing: recorded
             self.record_choice(rule, chosen)
             return None
         if recorder is None:
             return None
-        key = situation(track.qp_type.name, track.steps[idx])
+        key = key or situation(track.qp_type.name, track.steps[idx])
         where = f"{self.judge.test or 'this run'}, step {idx + 1}"
         earlier = recorder.choice(rule.id, chosen, key, where)
         if earlier is None:

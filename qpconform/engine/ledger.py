@@ -28,8 +28,10 @@ from models.operations import (
     COMPLETION_OPCODE,
     FENCE_AFTER_READS,
     IMM_DELIVERED,
+    UD_WC_SRC_QP,
     UNSIGNALED_FLUSH_UNRETIRED,
     UNSIGNALED_SILENT,
+    WC_WITH_IMM,
 )
 from models.outcomes import Expectation, ExpectedCompletion
 from models.sources import Rule
@@ -287,10 +289,28 @@ def _wrong_field(expected: ExpectedCompletion, wc: Completion) -> tuple[Rule, st
         return None  # nothing to compare: not expected, not read, or an error's (undefined)
     if wc.opcode != expected.opcode:
         return COMPLETION_OPCODE, f"{completion_text(expected)} opcode {expected.opcode.name}"
+    imm = "no immediate data" if expected.imm_data is None else f"imm 0x{expected.imm_data:08x}"
+    if wc.queue == "recv" and wc.wc_flags is not None and (
+        bool(wc.wc_flags & WC_WITH_IMM) != (expected.imm_data is not None)
+    ):  # the flag is the truth: imm_data means nothing without it
+        flag = "IBV_WC_WITH_IMM set" if expected.imm_data is not None else "no IBV_WC_WITH_IMM"
+        return IMM_DELIVERED, f"{completion_text(expected)} with {flag} ({imm})"
     if wc.queue == "recv" and wc.imm_data != expected.imm_data:
-        imm = "no immediate data" if expected.imm_data is None else f"imm 0x{expected.imm_data:08x}"
         return IMM_DELIVERED, f"{completion_text(expected)} with {imm}"
     if expected.data is not None and wc.data is not None and wc.data != expected.data:
         rule = expected.data_rule or FENCE_AFTER_READS
         return rule, f"{completion_text(expected)} holding {expected.data} data"
+    return _wrong_wc_field(expected, wc)
+
+
+def _wrong_wc_field(expected: ExpectedCompletion, wc: Completion) -> tuple[Rule, str] | None:
+    """A successful receive's byte_len and (UD) src_qp, where the model gave them and the
+    adapter read them (docs/fields.md)."""
+    if expected.byte_len is not None and wc.byte_len is not None:
+        allowed, rule = expected.byte_len
+        if wc.byte_len not in allowed:
+            shown = " or ".join(str(v) for v in sorted(allowed, reverse=True))
+            return rule, f"{completion_text(expected)} with byte_len {shown}"
+    if expected.src_qp is not None and wc.src_qp is not None and wc.src_qp != expected.src_qp:
+        return UD_WC_SRC_QP, f"{completion_text(expected)} from src_qp 0x{expected.src_qp:x}"
     return None

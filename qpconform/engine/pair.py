@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from models import iwarp_pair, rules
-from models.enums import Attr, EventType, QPState, WCStatus
-from models.operations import ops_for
+from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.operations import ops_for, with_src_qp
 from models.outcomes import Expectation, Outcome
 from models.pair import (
     RC_RETRY_EXHAUSTED,
@@ -46,7 +46,7 @@ from models.pair import (
     WireStep,
 )
 from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
-from models.sources import Rule
+from models.sources import MAY, Rule
 from models.unused_fields import UNUSED_FIELDS
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
@@ -648,11 +648,26 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         return self.shared_stray_rule(track, wc) or super().stray_rule(track, wc)
 
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
+        self._byte_len_choice(track, wc, expected)
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
         if track.side not in SIDES:  # a bystander: moved by modify only
             return
         if wc.queue == "send" and (expected.status not in fine or wc.status not in fine):
             self._sync_state(track.side)  # an error moved the QP: compare before its flushes
+
+    def _byte_len_choice(self, track: Track, wc: Completion, expected: Any) -> None:
+        """A receive's byte_len under a "may" rule (UD: the GRH counted or not; a WRITE with
+        immediate: its length or 0): a characteristic, the same for every such completion
+        of the run (qpconform/engine/choices.py); a value outside the rule is judged by
+        the ledger, not here."""
+        allowed = getattr(expected, "byte_len", None)
+        if allowed is None or wc.byte_len is None or wc.opcode is None:
+            return
+        values, rule = allowed
+        if rule.kind != MAY or wc.byte_len not in values:
+            return
+        key = f"{track.qp_type.name} {wc.opcode.name}"
+        self.choose(track, rule, f"byte_len={wc.byte_len}", track.last(), key)
 
     def _early_last_wqe(self, track: Track, event: EventType) -> bool:
         """Is this Last WQE Reached of an SRQ's QP nobody owes yet, perhaps because the
@@ -762,6 +777,14 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
                                 checked=(RC_RNR_WAITING,))
             self.note(self.ends[side], waits)
 
+    def _with_source(self, side: str, requester: str, exp: Expectation) -> Expectation:
+        """A UD receive's expectation naming the sender's QP number, which its completion
+        must carry in src_qp (the model knows no QP numbers; the tracks do)."""
+        sender = self.ends[requester].qp_num
+        if side == requester or self.dev.qp_type is not QPType.UD or sender is None:
+            return exp
+        return with_src_qp(exp, sender)
+
     def _book(self, wire_steps: list[WireStep]) -> None:
         """Each wire step into the log; its effects into the ends' ledgers."""
         for ws in wire_steps:
@@ -779,6 +802,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             self.end_state[ws.requester].resumed.discard(ws.wr_id)
             tags = (f"send_wr={ws.wr_id}",) + (("resumed_by_rts",) if resumed else ())
             for side, exp in ws.effects:
+                exp = self._with_source(side, ws.requester, exp)
                 also = (ws.forbidden_rule,) if side in ws.forbidden else ()
                 self.note(self.ends[side], exp, ws.rule, also)
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)

@@ -98,7 +98,10 @@ def fields_text(wc: Completion) -> str:
     opcode = "opcode ?" if wc.opcode is None else f"opcode {WCOpcode(wc.opcode).name}"
     imm = "no immediate data" if wc.imm_data is None else f"imm 0x{wc.imm_data:08x}"
     data = "" if wc.data is None else f", {wc.data} data"
-    return f"{opcode}, {imm}{data}"
+    more = "".join(f", {name} {value:#x}" if name != "byte_len" else f", {name} {value}"
+                   for name, value in (("wc_flags", wc.wc_flags), ("byte_len", wc.byte_len),
+                                       ("src_qp", wc.src_qp)) if value is not None)
+    return f"{opcode}, {imm}{data}{more}"
 
 
 def describe_expectation(exp: Expectation) -> str:
