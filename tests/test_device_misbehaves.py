@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from models.enums import QPState, WCStatus
+from models.enums import QPState, QPType, WCStatus
 from qpconform.adapters import pyverbs_qp as pd
 
 
@@ -20,14 +20,15 @@ class FloodingCQ:
 
     def poll(self, num_entries):
         self.calls += 1
-        wc = NS(wr_id=7, status=self.status, qp_num=1, opcode=0, wc_flags=0, imm_data=0)
+        wc = NS(wr_id=7, status=self.status, qp_num=1, opcode=0, wc_flags=0, imm_data=0,
+                byte_len=16, src_qp=0)
         wcs = [wc] * num_entries
         return num_entries, wcs
 
 
 def flooded_qp(status: int = int(WCStatus.SUCCESS)) -> pd.PyverbsQP:
     qp = object.__new__(pd.PyverbsQP)
-    qp.closed, qp.label = False, "RC#1"
+    qp.closed, qp.label, qp.qp_type = False, "RC#1", QPType.RC
     qp.send_cq, qp.recv_cq = FloodingCQ(status), FloodingCQ(status)
     return qp
 
