@@ -16,7 +16,6 @@ from models.enums import QPType, WCOpcode, WCStatus
 from models.operations import (
     GRH_LEN,
     MESSAGE_LEN,
-    OPS_BY_TYPE,
     UD_WC_BYTE_LEN,
     UD_WC_SRC_QP,
     WC_BYTE_LEN,
@@ -34,6 +33,7 @@ from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
 from tests.fake_pair import FakePair, connected_fake, machine_divergence
 from tests.rule_log import RuleLog
+from tests.test_operations_planted import _imm
 
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 
@@ -42,14 +42,6 @@ def _send(h: PairHarness) -> None:
     """A plain SEND into a posted receive."""
     h.post_recv("b")
     h.post_send("a", Op.SEND)
-
-
-def _imm(h: PairHarness) -> None:
-    """Immediate data both ways it travels: SEND_WITH_IMM, and WRITE_WITH_IMM (RC, UC)."""
-    for op in (Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM):
-        if op in OPS_BY_TYPE[h.dev.qp_type]:
-            h.post_recv("b")
-            h.post_send("a", op)
 
 
 def _write_imm(h: PairHarness) -> None:
