@@ -105,6 +105,13 @@ def send_too_long(h: PairHarness) -> None:
 
 
 
+def send_too_long_unreliable(h: PairHarness) -> None:
+    """A UC or UD SEND longer than the peer's receive (pair.unreliable.recv_too_short)."""
+    h.post_recv("b", short=True)
+    h.post_recv("b")
+    h.post_send("a")
+
+
 def send_into_bad_lkey(h: PairHarness) -> None:
     """An RC SEND into a receive whose lkey names no MR (pair.rc.recv_bad_lkey)."""
     h.post_recv("b", bad_lkey=True)
@@ -291,6 +298,12 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         Pair("recv_len_err_as_malformed_wqe", K61, QPType.RC, send_too_long),
         (Pair("recv_len_err_loc_prot_err", K612, QPType.RC, send_too_long),
          Pair("short_recv_succeeds", K612, QPType.RC, send_too_long)),
+    ),
+    "rxe.unreliable_too_long_as_malformed_wqe": (
+        Pair("too_long_as_malformed_wqe", K61, QPType.UC, send_too_long_unreliable),
+        (Pair("too_long_succeeds", K61, QPType.UD, send_too_long_unreliable),
+         Pair("too_long_error_stays_rts", K612, QPType.UC, send_too_long_unreliable,
+              breaks="ibta.err.recv_error")),
     ),
     "rxe.recv_bad_lkey_as_malformed_wqe": (
         Pair("recv_bad_lkey_as_malformed_wqe", K61, QPType.RC, send_into_bad_lkey),
