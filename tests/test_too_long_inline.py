@@ -3,9 +3,11 @@ an inline SEND delivers (pair.inline.delivered).
 
 The fake pair drops a too-long message; under "too_long_error" it completes the receive
 LOC_LEN_ERR and enters ERR: both conform (the rule's two outcomes), each learnt by the
-harness from the device and then held. Each planted fault (the receive "succeeds", the
-error leaves the QP in RTS, the requester fails, two choices in one run, an inline SEND's
-bytes wrong) is caught, in the deterministic case and by the traffic machine.
+harness from the device and then held, also when the responder holds sends in SQD and
+their flush shows before the receive's error. Each planted fault (the receive "succeeds",
+the error leaves the QP in RTS, the requester fails, two choices in one run, the flushes
+without the receive's error, an inline SEND's bytes wrong) is caught, in the deterministic
+cases and by the traffic machine.
 """
 
 from __future__ import annotations
