@@ -194,10 +194,14 @@ TOO_LONG_INLINE_FAULTS = (
     "too_long_requester_error", "inline_wrong_bytes",
     "too_long_as_malformed_wqe",  # rxe's UC: the receive LOC_QP_OP_ERR, the QP in ERR
     "too_long_error_fatal",  # near miss: the error outcome with QP_FATAL (irdma)
+    # the QP enters ERR and flushes, but the receive's LOC_LEN_ERR never comes: a flush
+    # alone must not pass for the error outcome (the harness learns the choice from it)
+    "too_long_error_recv_lost",
 )
 #: The faults under which the fake completes a too-long UC/UD message's receive in error.
 _TOO_LONG_AS_ERROR = ("too_long_error", "too_long_succeeds", "too_long_error_stays_rts",
-                      "too_long_as_malformed_wqe", "too_long_error_fatal")
+                      "too_long_as_malformed_wqe", "too_long_error_fatal",
+                      "too_long_error_recv_lost")
 #: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
 #: places one byte past its window; a granted WRITE completes and places nothing.
@@ -687,7 +691,12 @@ class FakePair:
             end.async_events.append(EventType.QP_LAST_WQE_REACHED)
 
     def _lost_unsignaled(self, exp: Expectation, c: ExpectedCompletion) -> bool:
-        """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing."""
+        """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing;
+        too_long_error_recv_lost: a too-long UC/UD message's LOC_LEN_ERR receive."""
+        if self.fault == "too_long_error_recv_lost" and self.qp_type is not QPType.RC and (
+            c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR
+        ):
+            return True
         if c.signaled or c.status == WCStatus.SUCCESS:
             return False
         flush = c.status == WCStatus.WR_FLUSH_ERR

@@ -346,14 +346,18 @@ def machine_for(
             if side not in self.h.model.srq_sides:
                 self.h.post_recv(side, bad_lkey=True)
 
-        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS)
-        def exchange(self, side: str, op: Op, unused: str) -> None:
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS,
+              inline=st.booleans())
+        def exchange(self, side: str, op: Op, unused: str, inline: bool) -> None:
             """The peer posts a receive, then `side` posts `op`: traffic as applications
             run it (a receive waiting), so each operation's completions are compared at
-            both ends, not only its errors (the unused fields filled as drawn)."""
+            both ends, not only its errors (the unused fields filled as drawn; inline when
+            drawn and it can be: an inline SEND's received bytes are compared only here
+            and after a `post_recv`, which `post_send` alone meets rarely)."""
             if self._state(side) in _SENDABLE and op in self.h.ops:
+                inline = inline and op.inlinable and self.h.can_post_inline(side)
                 self.h.post_recv(self.h.model.peer_of(side))
-                self.h.post_send(side, op, unused=unused)
+                self.h.post_send(side, op, unused=unused, inline=inline)
 
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
