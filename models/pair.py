@@ -427,7 +427,7 @@ class PairModel:
             raise ValueError("the model misaligns the remote address of an atomic only")
         if fault.targeted and op not in access.TARGETED_OPS:
             raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
-        if not self.judgeable(side, op):
+        if fault is Fault.NONE and not self.judgeable(side, op):  # (a fault: never sent)
             raise ValueError("the model posts no RC WRITE with immediate to a QP without "
                              "REMOTE_WRITE (the responder's order of checks decides it)")
         if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:

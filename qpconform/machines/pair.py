@@ -427,8 +427,8 @@ def machine_for(
                 self.h.post_send(side, op, fault)
 
         @precondition(lambda self: "access" in faults and qp_type in _QP_RIGHTS)
-        @rule(side=SIDES, rights=st.lists(st.sampled_from(_QP_RIGHTS.get(qp_type, ())),
-                                          unique=True))
+        @rule(side=SIDES, rights=st.lists(st.sampled_from(
+            _QP_RIGHTS.get(qp_type, (AccessFlag.REMOTE_WRITE,))), unique=True))
         def set_qp_access(self, side: str, rights: list[AccessFlag]) -> None:
             """An RTS->RTS modify narrowing or widening `side`'s QP access flags while the
             pair is connected (models/access.py RC_QP_RIGHTS, UC_QP_RIGHTS): the requests
