@@ -655,7 +655,7 @@ class PairModel:
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[peer_side]
         if (side, wr_id) in self._inline and status == WCStatus.SUCCESS and (
-            rule is not UNRELIABLE_RECV_TOO_SHORT
+            rule not in (UNRELIABLE_RECV_TOO_SHORT, access.UC_QP_RIGHTS)
         ):
             rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
         sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE

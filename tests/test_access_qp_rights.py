@@ -239,3 +239,12 @@ def test_the_traffic_machine_narrows_a_qp_and_catches_one_that_ignores_it(
 
     d = machine_divergence(machine_for(qp_type, make, faults={"access"}))
     assert d.rule_id in rules
+
+
+def test_uc_inline_write_the_qp_does_not_enable_is_judged_by_the_drop() -> None:
+    """An inline WRITE is the same WR not inline: its drop names the QP's rights."""
+    m = connected_model(QPType.UC)
+    _set(m, "b", int(F.LOCAL_WRITE))
+    m.apply("a", m.post_send("a", 1, Op.RDMA_WRITE, inline=True), True)
+    (step,) = m.progress()
+    assert step.rule is access.UC_QP_RIGHTS
