@@ -205,8 +205,12 @@ ASYNC_EVENT: tuple[Field, ...] = (
        "srq.limit_reached", "ibta.err.async_error", "pair.comm_est.first_packet",
        "pair.event.unexpected"),
     _f("ibv_async_event", "element", _EV, reason=_not(
-        "the adapter attributes an event to the QP whose context it was read from (one "
-        "QP per context); element.qp / element.srq / element.cq are not compared")),
+        "unreadable through pyverbs: its AsyncEvent exposes event_type only, so "
+        "AsyncEvent.qp_num is the adapter's own attribution (the QP whose Context's async fd "
+        "delivered it: one QP per Context; a pair end's bystander shares the end's Context "
+        "and raises none of its own, engine.device.Bystander), not the device's word; no "
+        "rule compares it, as one would only restate the adapter; reading element.qp "
+        "needs a verbs binding below pyverbs")),
 )
 
 _DATA = "ibv_poll_cq (the buffer behind a completion)"

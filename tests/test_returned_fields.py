@@ -99,3 +99,34 @@ def test_wire_carries_them() -> None:
     assert wire.to_query_result(wire.query_result(q)) == q
     old = wire.query_result(q)[:3]  # an executor older than the cap
     assert wire.to_query_result(old).cap is None
+
+
+class _Cap:
+    """A stand-in for pyverbs' QPCap (the five ibv_qp_cap properties)."""
+
+    max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data = 64, 65, 1, 2, 0
+
+
+class _InitWithCapOnly:
+    """A QPInitAttrEx-like object: no max_* shortcuts, a cap."""
+
+    cap = _Cap()
+
+
+class _CQ:
+    def __str__(self) -> str:  # as pyverbs' CQ.__str__ prints it
+        return "CQ\nHandle                : 3                   \nCQEs                  : 127 \n"
+
+
+def test_the_adapter_reads_what_pyverbs_shows() -> None:
+    """pyverbs_compat's readers (the guest's adapter, tests/test_vm_fields.py covers pyverbs
+    itself): the cap from the shortcuts or from .cap, the cqe from the CQ's str()."""
+    from qpconform.adapters import pyverbs_compat as pc
+
+    want = {"max_send_wr": 64, "max_recv_wr": 65, "max_send_sge": 1, "max_recv_sge": 2,
+            "max_inline_data": 0}
+    assert pc.init_cap(_Cap()) == want
+    assert pc.init_cap(_InitWithCapOnly()) == want
+    assert pc.init_cap(object()) == {}
+    assert pc.cq_cqe(_CQ()) == 127
+    assert pc.cq_cqe(object()) is None
