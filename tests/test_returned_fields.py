@@ -74,6 +74,21 @@ def test_a_known_query_field_is_judged_once() -> None:
     checker.close()
 
 
+def test_a_create_quirk_covers_what_create_returned() -> None:
+    """A profile entry scoped to the create verb knows a short write-back: the QP is opened
+    and used as usual, the record names the create step."""
+    quirk = Quirk("fake.short_cap", ("create.cap.at_least",), "planted", ("test",),
+                  verbs=("create",))
+    checker = Checker(FakeDevice(["cap_below_asked"]), quirks=Quirks([quirk]),
+                      settle_window=0.0, must_wait=0.0)
+    qp = checker.open_qp(QPType.RC)
+    qp.bring_to(S.RTS)
+    [known] = checker.known
+    assert (known.rule_id, known.verb, known.steps[0]["verb"]) == (
+        "create.cap.at_least", "create", "create")
+    checker.close()
+
+
 def test_unknown_query_difference_raises() -> None:
     checker = Checker(FakeDevice(["query_cap_differs"]), settle_window=0.0, must_wait=0.0)
     with pytest.raises(DivergenceError):
