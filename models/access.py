@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models.enums import AccessFlag
+from models.enums import AccessFlag, WCStatus
 from models.operations import Op
 from models.sources import DRIVER, MAY, MUST, Rule, Source
 
@@ -154,10 +154,74 @@ ACCESS_EVENT = Rule(
     layer=DRIVER,
 )
 
+_QP_RIGHTS_DRIVERS = (
+    "rxe rxe_resp.c check_op_valid(): on RC a READ, WRITE (with or without immediate) or "
+    "atomic the QP's qp_access_flags lack -> RESPST_ERR_UNSUPPORTED_OPCODE -> "
+    "do_class_ac_error(AETH_NAK_INVALID_REQ, IB_WC_REM_INV_REQ_ERR), checked before the "
+    "receive queue (check_resource) and the rkey (check_rkey); on UC a WRITE -> "
+    "qp->resp.drop_msg = 1 (dropped, no receive consumed). mlx5 (qp.c "
+    "get_qp_access_flags(): the QPC's rre/rwe/rae bits), bnxt_re (CMDQ_MODIFY_QP_ACCESS_*), "
+    "irdma (rd_en/wr_rdresp_en in the QP context) and hns (V2_QPC_BYTE_76_RRE_S, RWE_S, "
+    "ATE_S) hand the flags to the hardware, which sends the NAK: their CQE maps carry both "
+    "a remote access and a remote invalid request syndrome (mlx5 cq.c "
+    "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR and MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR), so "
+    "which the hardware sends is not in the driver; efa has no RC"
+)
+RC_QP_RIGHTS = Rule(
+    "pair.rc.access.qp_rights",
+    "an RC RDMA WRITE (with or without immediate), READ or atomic arriving at a responder "
+    "whose QP's qp_access_flags lack the matching remote right (REMOTE_WRITE, REMOTE_READ, "
+    "REMOTE_ATOMIC: set at RESET->INIT, RTR->RTS or RTS->RTS) is refused: the requester "
+    "completes it with REM_ACCESS_ERR (Remote Access Error NAK) or REM_INV_REQ_ERR "
+    "(Invalid Request NAK) and enters ERR; the responder enters ERR (an affiliated error "
+    "event may come); no byte moves. The device chooses one status and keeps to it for "
+    "the whole run; widening the flags again lets the same request through",
+    Source(
+        "IBTA Vol. 1 and linux drivers/infiniband",
+        "IBTA ch. 9.7.4.1 responder checks (the operation must be enabled on the QP), ch. "
+        "9.7.5.2 responder error behavior (class C: NAK, the QP to Error; a request the QP "
+        "does not support is an Invalid Request, an access violation a Remote Access "
+        "Error: the spec names the check, the two NAK codes both fit it) and ch. 11.2.4.2 "
+        f"Modify QP (access flags in RTR->RTS and RTS->RTS); {_QP_RIGHTS_DRIVERS}",
+        "remote access to the QP is not enabled for the operation",
+    ),
+    kind=MAY,
+    layer=DRIVER,
+)
+UC_QP_RIGHTS = Rule(
+    "pair.uc.access.qp_rights",
+    "a UC RDMA WRITE (with or without immediate) arriving at a responder whose QP's "
+    "qp_access_flags lack REMOTE_WRITE is silently dropped: the requester completes it "
+    "with SUCCESS, both QPs stay in RTS, no receive is consumed and no byte moves",
+    Source(
+        "IBTA Vol. 1 and linux drivers/infiniband",
+        "IBTA ch. 9.8 Unreliable service, responder error behavior (a request that fails "
+        "the responder's checks is silently dropped, no NAK on UC) and ch. 10.6; UC "
+        f"carries no READ or atomic (IBTA Table 38); {_QP_RIGHTS_DRIVERS}",
+        "the packet is silently dropped",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+#: The statuses RC_QP_RIGHTS allows the requester, the first the model names by default.
+QP_RIGHTS_STATUSES = (WCStatus.REM_ACCESS_ERR, WCStatus.REM_INV_REQ_ERR)
+#: The remote rights a QP's qp_access_flags can grant (the others are not checked here).
+REMOTE_RIGHTS = AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ | AccessFlag.REMOTE_ATOMIC
+
+
+def qp_lacks(flags: int, op: Op) -> bool:
+    """Does a responder QP with `flags` in force lack the right `op` needs? (An operation
+    naming no remote memory needs none.)"""
+    if not op.remote:
+        return False
+    return not AccessFlag(int(flags) & int(REMOTE_RIGHTS)) & right_of(op)
+
+
 #: The rules declared above, by name: models/catalog.py lists the model's rules from these
 #: (tests/test_model_catalog.py checks that none is left out).
 RULES: tuple[Rule, ...] = (
     RC_MR_RIGHTS, RC_BOUNDS, RC_OTHER_PD, UC_REFUSED, GUARD, WRITE_PLACED, ACCESS_EVENT,
+    RC_QP_RIGHTS, UC_QP_RIGHTS,
 )
 
 #: The operations a target fault is planted on (with immediate data the request would

@@ -225,6 +225,8 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.RC_OTHER_PD.id: rc,
         access.ACCESS_EVENT.id: rc,
         access.UC_REFUSED.id: RuleScope(frozenset({QPType.UC})),
+        access.RC_QP_RIGHTS.id: rc,
+        access.UC_QP_RIGHTS.id: RuleScope(frozenset({QPType.UC})),
         access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }

@@ -43,6 +43,15 @@ class ExpectedCompletion:
     # A successful UD receive's src_qp: the sender's QP number (the engine knows it, not
     # the model: qpconform/engine/pair.py); None: not compared.
     src_qp: int | None = field(default=None, compare=False)
+    # Other statuses a "may" rule lets the device complete it with instead of `status`, and
+    # that rule (models/access.py RC_QP_RIGHTS): the engine holds the device to one choice
+    # for the whole run (qpconform/engine/choices.py); None: `status` only.
+    statuses: tuple[frozenset[WCStatus], Rule] | None = field(default=None, compare=False)
+
+    def allows_status(self, status: WCStatus) -> bool:
+        """Is `status` this completion's, or one its "may" rule allows instead?"""
+        return status == self.status or (
+            self.statuses is not None and status in self.statuses[0])
 
 
 @dataclass(frozen=True)

@@ -379,8 +379,23 @@ class PairModel:
 
     # ----------------------------------------------------------------------------- verbs
     def modify(self, side: str, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
-        """modify_qp on one end (commit with apply)."""
+        """modify_qp on one end (commit with apply); the access flags it sets are in force
+        once applied (QPModel.access_flags)."""
         return self.ends[side].modify(attrs, mask)
+
+    def lacks(self, side: str, op: Op) -> bool:
+        """Does `side`'s QP, with the access flags in force, lack the remote right `op`
+        needs of it as a responder?"""
+        flags = self.ends[side].access_flags
+        return flags is not None and access.qp_lacks(flags, op)
+
+    def judgeable(self, side: str, op: Op) -> bool:
+        """Can the model judge `op` posted on `side` now? Not an RC WRITE with immediate to a
+        peer whose QP lacks REMOTE_WRITE: with no receive waiting, which check comes first
+        (the QP's rights or the receive queue: RNR) is the responder's order, which the
+        spec does not fix."""
+        return not (self.qp_type in _RELIABLE and op is Op.WRITE_WITH_IMM
+                    and self.lacks(self.peer_of(side), op))
 
     def post_send(
         self,
@@ -412,6 +427,9 @@ class PairModel:
             raise ValueError("the model misaligns the remote address of an atomic only")
         if fault.targeted and op not in access.TARGETED_OPS:
             raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
+        if fault is Fault.NONE and not self.judgeable(side, op):  # (a fault: never sent)
+            raise ValueError("the model posts no RC WRITE with immediate to a QP without "
+                             "REMOTE_WRITE (the responder's order of checks decides it)")
         if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
             raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
         exp = self.ends[side].post_send(wr_id, signaled)
@@ -582,6 +600,10 @@ class PairModel:
             if reliable:
                 return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
+        if self.lacks(peer_side, op):  # the QP's own rights: before any key (rule text)
+            if reliable:
+                return access.RC_QP_RIGHTS, access.QP_RIGHTS_STATUSES[0], "qp_refused"
+            return access.UC_QP_RIGHTS, WCStatus.SUCCESS, "drop"
         if op.remote and fault is Fault.BAD_RKEY:
             if reliable:
                 return RC_BAD_RKEY, WCStatus.REM_ACCESS_ERR, "access_error"
@@ -633,7 +655,7 @@ class PairModel:
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[peer_side]
         if (side, wr_id) in self._inline and status == WCStatus.SUCCESS and (
-            rule is not UNRELIABLE_RECV_TOO_SHORT
+            rule not in (UNRELIABLE_RECV_TOO_SHORT, access.UC_QP_RIGHTS)
         ):
             rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
         sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
@@ -660,6 +682,8 @@ class PairModel:
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
         placed = self._placed(peer_side, op, fault, (status, at_peer))
         sent = guarded(req.send_completed(status, op.send_opcode), fault, placed)
+        if at_peer == "qp_refused":
+            sent = either_status(sent, access.QP_RIGHTS_STATUSES, access.RC_QP_RIGHTS)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
             forbidden[side] = _ERROR_EVENTS
@@ -667,6 +691,10 @@ class PairModel:
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         if at_peer == "invalid_request":
             effects.append((peer_side, self.ends[peer_side].invalid_request()))
+        if at_peer == "qp_refused":  # either NAK: whichever event its kind raises may come
+            refused = self.ends[peer_side].invalid_request()
+            effects.append((peer_side, replace(
+                refused, checked=(*refused.checked, access.RC_QP_RIGHTS))))
         if at_peer == "access_refused":
             refused = self.ends[peer_side].access_refused()
             effects.append((peer_side, replace(
@@ -748,6 +776,16 @@ def checking(exp: Expectation) -> Expectation:
     if exp.silent:
         extra += (UNSIGNALED_SILENT,)
     return replace(exp, checked=exp.checked + extra) if extra else exp
+
+
+def either_status(exp: Expectation, statuses: tuple[WCStatus, ...], rule: Rule) -> Expectation:
+    """The requester's expectation whose first completion (the refused WR's) may carry any
+    of `statuses`, as the "may" `rule` allows (the first is the one it names)."""
+    if not exp.completions:
+        return exp
+    first, *rest = exp.completions
+    others = frozenset(statuses) - {first.status}
+    return replace(exp, completions=(replace(first, statuses=(others, rule)), *rest))
 
 
 def may_raise(exp: Expectation) -> Expectation:

@@ -79,6 +79,10 @@ class QPModel(QPModify):
         self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
         self.stored = Stored()  # the attributes query_qp must report (models/readback.py)
         self._modify_mask = Attr(0)  # the mask of the last modify proposed
+        self._modify_flags: int | None = None  # its qp_access_flags, when the mask has them
+        #: The qp_access_flags in force, as the last accepted modify with IBV_QP_ACCESS_FLAGS
+        #: set them (None: none since RESET; nothing is judged by them: models/access.py).
+        self.access_flags: int | None = None
         self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
 
     # ----------------------------------------------------------------- queries of the model
@@ -121,6 +125,8 @@ class QPModel(QPModify):
         """modify_qp(attr, mask): accepted or refused, and what follows."""
         mask = Attr(int(mask))
         self._modify_mask = mask
+        self._modify_flags = (int(attrs["qp_access_flags"]) if Attr.ACCESS_FLAGS in mask
+                              and "qp_access_flags" in attrs else None)
         # what query_qp is compared with after it (iwarp: the state only)
         checked: list[Rule] = (
             self.stored.rules(mask, attrs) if self.variant.reads_back_attributes else []
@@ -252,10 +258,19 @@ class QPModel(QPModify):
                 self._follow_refused_accept(exp)
             elif effect is not None:
                 effect()
+            if exp.verb == "modify":
+                self._take_flags()
         elif exp.verb.startswith("post_"):
             self.never_run.update(exp.never_run)
             if wr_id is not None:  # whoever refused it, a refused WR must never run
                 self.never_run.add(wr_id)
+
+    def _take_flags(self) -> None:
+        """An accepted modify: the access flags it set are in force (RESET: none)."""
+        if self._modify_flags is not None:
+            self.access_flags = self._modify_flags
+        if self.state == S.RESET:
+            self.access_flags = None
 
     def overrule(
         self, exp: Expectation, outcome: Outcome, rule: Rule,

@@ -7,16 +7,25 @@ RC: a refused request completes with REM_ACCESS_ERR and both ends enter ERR; UC:
 refused WRITE is dropped and consumes no receive; iWARP: the data sink terminates. After
 every step the target MRs' bytes are compared (the guard bands): nothing moves outside
 a granted window, nothing in a refused one. UD carries no RDMA: it has no case here.
+
+The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
+modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
+into a fully granted MR (RC: REM_ACCESS_ERR or REM_INV_REQ_ERR, both ERR; UC: dropped);
+widened again, they let it through. Not on iWARP yet.
 """
 
 import pytest
 
-from models.enums import QPType
+from models.enums import AccessFlag, Attr, QPState, QPType
 from models.pair import Fault, Op
 
 REFUSED = [Fault.NO_RIGHT, Fault.PAST_END, Fault.OTHER_PD]
 GRANTED = [Fault.GRANTED, Fault.AT_END]
 RC_OPS = [Op.RDMA_WRITE, Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD]
+#: The access flags the harness connects an RC and a UC QP with.
+FULL = int(AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE | AccessFlag.REMOTE_READ
+           | AccessFlag.REMOTE_ATOMIC)
+UC_FULL = int(AccessFlag.LOCAL_WRITE | AccessFlag.REMOTE_WRITE)
 
 
 def _carried(h, op: Op) -> None:
@@ -86,4 +95,77 @@ def test_uc_refused_and_granted_writes_in_turn(make_pair):
     h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
     h.post_send("a", Op.RDMA_WRITE, Fault.OTHER_PD)
     h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+# ------------------------------------------------------------- the QP's own access flags
+#: The right each RC operation needs of the responder QP's qp_access_flags.
+_NEEDS = {Op.RDMA_WRITE: AccessFlag.REMOTE_WRITE, Op.RDMA_READ: AccessFlag.REMOTE_READ,
+          Op.COMP_SWAP: AccessFlag.REMOTE_ATOMIC, Op.FETCH_ADD: AccessFlag.REMOTE_ATOMIC}
+
+
+def _qp_flags(h, side: str, flags: int, connected: bool = True) -> None:
+    """Set `side`'s QP access flags: RTS->RTS while connected, else with its RTR->RTS
+    (the other end then brought up too)."""
+    if connected:
+        h.modify(side, QPState.RTS, {"qp_access_flags": flags}, Attr.ACCESS_FLAGS)
+        return
+    h.modify(side, QPState.RTS, {**h.peer_psns(side), "qp_access_flags": flags},
+             Attr.ACCESS_FLAGS)
+    h.bring_up(h.model.peer_of(side), QPState.RTS)
+
+
+def _rtr_pair(make_pair, qp_type: QPType):
+    """A pair of `qp_type` with both ends in RTR (the RTR->RTS move still to make)."""
+    h = make_pair(qp_type, connect=False)
+    for state in (QPState.INIT, QPState.RTR):
+        for side in ("a", "b"):
+            h.bring_up(side, state)
+    return h
+
+
+@pytest.mark.parametrize("connected", [True, False], ids=["rts_rts", "rtr_rts"])
+@pytest.mark.parametrize("op", RC_OPS, ids=str)
+def test_rc_qp_without_the_right(make_pair, op, connected):
+    """RC: the responder's QP loses the right `op` needs (RTS->RTS while connected, or
+    RTR->RTS): a request into a fully granted MR is refused, REM_ACCESS_ERR or
+    REM_INV_REQ_ERR (the same one all run) and ERR at the requester, ERR at the
+    responder; no byte moves."""
+    h = make_pair(QPType.RC) if connected else _rtr_pair(make_pair, QPType.RC)
+    if op not in h.ops:
+        pytest.skip(f"{op.name} is not an operation of this pair")
+    _qp_flags(h, "b", FULL & ~_NEEDS[op], connected)
+    h.post_recv("b")
+    h.post_send("a", op, Fault.GRANTED)
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", RC_OPS, ids=str)
+def test_rc_qp_right_taken_and_given_back(make_pair, op):
+    """The near miss: the right taken away, then given back by a second RTS->RTS: the
+    request goes through (a WRITE's bytes land in its window), and so does a SEND."""
+    h = make_pair(QPType.RC)
+    if op not in h.ops:
+        pytest.skip(f"{op.name} is not an operation of this pair")
+    _qp_flags(h, "b", FULL & ~_NEEDS[op])
+    _qp_flags(h, "b", FULL)
+    h.post_recv("b")
+    h.post_send("a", op, Fault.GRANTED)
+    h.post_send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("connected", [True, False], ids=["rts_rts", "rtr_rts"])
+@pytest.mark.parametrize("op", [Op.RDMA_WRITE, Op.WRITE_WITH_IMM], ids=str)
+def test_uc_qp_without_remote_write(make_pair, op, connected):
+    """UC: the responder's QP without REMOTE_WRITE drops a WRITE (with immediate too:
+    its receive is not consumed) silently; both stay in RTS, no byte moves; a SEND after
+    it takes the receive; then REMOTE_WRITE is given back and a WRITE lands."""
+    h = make_pair(QPType.UC) if connected else _rtr_pair(make_pair, QPType.UC)
+    _qp_flags(h, "b", int(AccessFlag.LOCAL_WRITE), connected)
+    h.post_recv("b")
+    h.post_send("a", op, Fault.GRANTED if op is Op.RDMA_WRITE else Fault.NONE)
+    h.post_send("a", Op.SEND)
+    _qp_flags(h, "b", UC_FULL)
+    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
     h.quiet()

@@ -194,14 +194,29 @@ TOO_LONG_INLINE_FAULTS = (
     "too_long_requester_error", "inline_wrong_bytes",
     "too_long_as_malformed_wqe",  # rxe's UC: the receive LOC_QP_OP_ERR, the QP in ERR
     "too_long_error_fatal",  # near miss: the error outcome with QP_FATAL (irdma)
+    # the QP enters ERR and flushes, but the receive's LOC_LEN_ERR never comes: a flush
+    # alone must not pass for the error outcome (the harness learns the choice from it)
+    "too_long_error_recv_lost",
 )
 #: The faults under which the fake completes a too-long UC/UD message's receive in error.
 _TOO_LONG_AS_ERROR = ("too_long_error", "too_long_succeeds", "too_long_error_stays_rts",
-                      "too_long_as_malformed_wqe", "too_long_error_fatal")
+                      "too_long_as_malformed_wqe", "too_long_error_fatal",
+                      "too_long_error_recv_lost")
 #: Faults of memory protection (models/access.py; FakeEnd.post_send, FakePair.place): a
 #: WRITE into a target MR without REMOTE_WRITE lands as if granted; a granted WRITE
-#: places one byte past its window; a granted WRITE completes and places nothing.
-ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost")
+#: places one byte past its window; a granted WRITE completes and places nothing. The QP's
+#: own access flags (models/access.py RC_QP_RIGHTS, UC_QP_RIGHTS; FakeEnd.modify,
+#: FakePair._bent): a QP that ignores its flags (a narrowing modify keeps every right); a
+#: refusal completed REM_OP_ERR; the other allowed status, REM_INV_REQ_ERR (a near miss);
+#: each allowed status in turn (a "may" choice not held).
+ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost", "qp_rights_ignored",
+                 "qp_rights_wrong_status", "qp_rights_as_invalid_request",
+                 "qp_rights_inconsistent")
+#: The requester's status of a refusal by the QP's access flags, per planted fault.
+_QP_RIGHTS_STATUS = {
+    "qp_rights_wrong_status": WCStatus.REM_OP_ERR,
+    "qp_rights_as_invalid_request": WCStatus.REM_INV_REQ_ERR,
+}
 #: A fault of the fields an opcode does not use (models/unused_fields.py): a SEND without
 #: immediate whose imm_data holds a value hands it to the receive (IBV_WC_WITH_IMM).
 UNUSED_WR_FAULTS = ("imm_from_unused",)
@@ -248,6 +263,9 @@ class FakeEnd:
         held = set(before_sends) - set(qp.in_flight)
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
+        if self.pair.fault == "qp_rights_ignored" and Attr.ACCESS_FLAGS in mask:
+            full = self.pair.values(self.side)["qp_access_flags"]  # the bring-up's rights
+            attrs = {**attrs, "qp_access_flags": full}
         exp = model.modify(self.side, attrs, mask)
         ok = exp.outcome is not Outcome.REFUSE and not self._reads_cur_state(attrs, mask)
         model.apply(self.side, exp, ok)
@@ -551,6 +569,7 @@ class FakePair:
         self.redirect: dict[int, access.Window] = {}  # write_without_right: where it lands
         self.leaked_imm: dict[int, int] = {}  # imm_from_unused: send wr_id -> imm received
         self.received = 0  # successful UD receives so far (ud_byte_len_flips)
+        self.refusals = 0  # refusals by a QP's access flags so far (qp_rights_inconsistent)
 
     def _new_end(self, side: str) -> FakeEnd:
         self._qpn += 1
@@ -687,7 +706,12 @@ class FakePair:
             end.async_events.append(EventType.QP_LAST_WQE_REACHED)
 
     def _lost_unsignaled(self, exp: Expectation, c: ExpectedCompletion) -> bool:
-        """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing."""
+        """unsignaled_*_lost: the first unsignaled flush, or error, that goes missing;
+        too_long_error_recv_lost: a too-long UC/UD message's LOC_LEN_ERR receive."""
+        if self.fault == "too_long_error_recv_lost" and self.qp_type is not QPType.RC and (
+            c.queue == "recv" and c.status == WCStatus.LOC_LEN_ERR
+        ):
+            return True
         if c.signaled or c.status == WCStatus.SUCCESS:
             return False
         flush = c.status == WCStatus.WR_FLUSH_ERR
@@ -806,6 +830,11 @@ class FakePair:
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif rule_id == UNRELIABLE_RECV_TOO_SHORT.id and self.fault == "too_long_requester_error":
             status = WCStatus.LOC_LEN_ERR
+        elif rule_id == access.RC_QP_RIGHTS.id:
+            status = _QP_RIGHTS_STATUS.get(str(self.fault))
+            if self.fault == "qp_rights_inconsistent":
+                self.refusals += 1
+                status = access.QP_RIGHTS_STATUSES[self.refusals % 2]
         elif rule_id == "pair.rc.recv_bad_lkey":
             status = _RECV_BAD_LKEY_STATUS.get(str(self.fault), (None, None))[1]
         elif self.fault in OPS_EXTRA_FAULTS:

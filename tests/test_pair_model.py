@@ -38,7 +38,7 @@ def _go(pair: PairModel, side: str, state: QPState, **extra: int) -> None:
         "pkey_index": 0,
         "port_num": 1,
         "qkey": 1,
-        "qp_access_flags": 0,
+        "qp_access_flags": 15,  # every right: a QP without them refuses remote requests
         "path_mtu": 3,
         "dest_qp_num": 1,
         "rq_psn": 0,

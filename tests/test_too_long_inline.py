@@ -3,9 +3,11 @@ an inline SEND delivers (pair.inline.delivered).
 
 The fake pair drops a too-long message; under "too_long_error" it completes the receive
 LOC_LEN_ERR and enters ERR: both conform (the rule's two outcomes), each learnt by the
-harness from the device and then held. Each planted fault (the receive "succeeds", the
-error leaves the QP in RTS, the requester fails, two choices in one run, an inline SEND's
-bytes wrong) is caught, in the deterministic case and by the traffic machine.
+harness from the device and then held, also when the responder holds sends in SQD and
+their flush shows before the receive's error. Each planted fault (the receive "succeeds",
+the error leaves the QP in RTS, the requester fails, two choices in one run, the flushes
+without the receive's error, an inline SEND's bytes wrong) is caught, in the deterministic
+cases and by the traffic machine.
 """
 
 from __future__ import annotations
@@ -55,6 +57,29 @@ def _too_long_twice(h: PairHarness) -> None:
     h.finish()
 
 
+def _too_long_behind_held_sends(h: PairHarness) -> None:
+    """The responder holds a send in SQD when the too-long message comes: under the error
+    outcome the flush of that send (send CQ, polled first) precedes the receive's
+    LOC_LEN_ERR; the traffic machine found this order (a receive, SQD, exchanges). Twice,
+    as `_too_long_twice` (a dropped message leaves the short receive first in line)."""
+    for _ in range(2):
+        if h.model.qp("b").state == S.ERR:
+            h.reset("b")
+            h.bring_up("b")
+        if h.model.qp("b").state == S.RTS:
+            h.post_recv("b", short=True)
+            h.post_recv("b")
+            h.modify("b", S.SQD)
+        h.post_recv("a")
+        h.post_send("b")  # held in SQD
+        h.post_send("a")
+        h.quiet(0.01)
+    h.finish()
+
+
+SCENARIOS = {"twice": _too_long_twice, "held": _too_long_behind_held_sends}
+
+
 # ------------------------------------------------------------------------------ model
 @pytest.mark.parametrize("qp_type", UNRELIABLE, ids=lambda t: t.name)
 def test_the_model_expects_the_drop_until_it_knows(qp_type: QPType) -> None:
@@ -90,27 +115,35 @@ def test_iwarp_and_bad_lkey_receives_stay_out_of_the_unreliable_types() -> None:
 
 
 # ------------------------------------------------------------------- deterministic case
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("fault, chosen", [(None, TOO_LONG_DROPPED),
                                            ("too_long_error", TOO_LONG_ERROR),
                                            ("too_long_error_fatal", TOO_LONG_ERROR)])
 @pytest.mark.parametrize("qp_type", UNRELIABLE, ids=lambda t: t.name)
-def test_either_outcome_conforms(qp_type: QPType, fault: str | None, chosen: str) -> None:
+def test_either_outcome_conforms(
+    qp_type: QPType, fault: str | None, chosen: str, scenario: str
+) -> None:
     """The clean fake drops; the near miss completes in error (with QP_FATAL, as irdma
-    may): all pass, and the harness learnt which."""
+    may): all pass, and the harness learnt which, also from a held send's flush seen
+    before the receive's error ("held")."""
     h = connected_fake(qp_type, fault)
-    _too_long_twice(h)
+    SCENARIOS[scenario](h)
     assert h.model.too_long == chosen
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("fault, rules", [
     ("too_long_succeeds", {UNRELIABLE_RECV_TOO_SHORT.id}),
     ("too_long_error_stays_rts", {"ibta.err.recv_error"}),
     ("too_long_inconsistent", {UNRELIABLE_RECV_TOO_SHORT.id}),
     ("too_long_requester_error", {UNRELIABLE_RECV_TOO_SHORT.id}),
+    ("too_long_error_recv_lost", {"ibta.err.recv_error"}),  # a flush before it: order
 ])
 @pytest.mark.parametrize("qp_type", UNRELIABLE, ids=lambda t: t.name)
-def test_a_planted_fault_is_caught(qp_type: QPType, fault: str, rules: set[str]) -> None:
-    record = scenario_divergence(connected_fake(qp_type, fault), _too_long_twice)
+def test_a_planted_fault_is_caught(
+    qp_type: QPType, fault: str, rules: set[str], scenario: str
+) -> None:
+    record = scenario_divergence(connected_fake(qp_type, fault), SCENARIOS[scenario])
     assert record.rule_id in rules, record
 
 

@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from models.access import RC_QP_RIGHTS
 from models.attributes import VALUE_RULES
 from models.operations import UD_WC_BYTE_LEN, WC_BYTE_LEN_WRITE_IMM
 from models.sources import MAY
 
 #: The "may" rules a device must choose the same way in the same situation.
 CONSISTENT_RULES = frozenset(vr.rule.id for vr in VALUE_RULES if vr.rule.kind == MAY) | {
-    UD_WC_BYTE_LEN.id, WC_BYTE_LEN_WRITE_IMM.id}
+    UD_WC_BYTE_LEN.id, WC_BYTE_LEN_WRITE_IMM.id, RC_QP_RIGHTS.id}
 
 
 def situation(qp_type: str, step: Mapping[str, Any]) -> str:

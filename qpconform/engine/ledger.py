@@ -207,7 +207,7 @@ class Ledger:
         if queue and queue[0].completion.wr_id == wc.wr_id:
             head = queue.pop(0)
             self.done[wc.wr_id] = Because(head.rule, head.origin)
-            if head.completion.status != wc.status:
+            if not head.completion.allows_status(wc.status):
                 return Finding(Found.STATUS, self.done[wc.wr_id],
                                completion_text(head.completion), head)
             wrong = _wrong_field(head.completion, wc)

@@ -649,6 +649,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
 
     def after_completion(self, track: Track, wc: Completion, expected: Any) -> None:
         self._byte_len_choice(track, wc, expected)
+        self._status_choice(track, wc, expected)
         fine = (WCStatus.SUCCESS, WCStatus.WR_FLUSH_ERR)
         if track.side not in SIDES:  # a bystander: moved by modify only
             return
@@ -668,6 +669,17 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             return
         key = f"{track.qp_type.name} {wc.opcode.name}"
         self.choose(track, rule, f"byte_len={wc.byte_len}", track.last(), key)
+
+    def _status_choice(self, track: Track, wc: Completion, expected: Any) -> None:
+        """A completion whose status a "may" rule lets the device choose (an RC request its
+        responder's QP access flags refuse: Remote Access Error or Invalid Request): a
+        characteristic, the same for every such completion of the run."""
+        allowed = getattr(expected, "statuses", None)
+        if allowed is None or not expected.allows_status(wc.status):
+            return
+        rule = allowed[1]
+        key = f"{track.qp_type.name} {rule.id}"
+        self.choose(track, rule, f"status={wc.status.name}", track.last(), key)
 
     def _early_last_wqe(self, track: Track, event: EventType) -> bool:
         """Is this Last WQE Reached of an SRQ's QP nobody owes yet, perhaps because the

@@ -89,8 +89,12 @@ def errno_name(code: int | None) -> str:
 
 
 def completion_text(c: ExpectedCompletion | Completion) -> str:
-    """'wr 7 send WR_FLUSH_ERR'."""
-    return f"wr {c.wr_id} {c.queue} {WCStatus(c.status).name}"
+    """'wr 7 send WR_FLUSH_ERR' ('REM_ACCESS_ERR|REM_INV_REQ_ERR' where a "may" rule lets
+    the device choose: ExpectedCompletion.statuses)."""
+    others = getattr(c, "statuses", None)
+    names = [WCStatus(c.status).name, *sorted(WCStatus(s).name for s in others[0])] if (
+        others is not None) else [WCStatus(c.status).name]
+    return f"wr {c.wr_id} {c.queue} {'|'.join(names)}"
 
 
 def fields_text(wc: Completion) -> str:

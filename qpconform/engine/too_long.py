@@ -10,6 +10,10 @@ message met `undecided`:
   choosing the error: the model follows (`PairModel.too_long_completed`), the completion
   is matched again against what that outcome makes due (a status other than LOC_LEN_ERR
   is then a divergence of the rule), the QP's move to ERR is compared as any;
+- a flush of a WR outstanding on that end, while the receive is first in line, is that
+  choice too, seen first: the engine polls the send CQ first and a device's two CQs are not
+  ordered, so an end holding sends (SQD) shows their flush before the receive's error; the
+  model follows the same way and the receive's LOC_LEN_ERR is then due;
 - a quiet window after the post with no such completion is the device choosing the drop.
 
 From then on the pair's model expects that choice, so the other one is a divergence of
@@ -39,10 +43,11 @@ SITUATION = "SEND longer than the receive"
 
 class TooLongChoice:
     """Learning and holding the device's choice (needs the PairHarness's `model`, `ends`,
-    `end_state`, `judge`, `dev`, `quiet_window`, `_retrying` and the engine's verbs)."""
+    `steps`, `end_state`, `judge`, `dev`, `quiet_window`, `_retrying` and the engine's verbs)."""
 
     model: Any
     ends: dict[str, Track]
+    steps: list[dict[str, Any]]
     end_state: dict[str, Any]
     judge: Any
     dev: Any
@@ -51,12 +56,17 @@ class TooLongChoice:
     _unpolled: Any
 
     def explain_too_long(self, track: Track, wc: Completion) -> bool:
-        """Is `wc` a receive a too-long message met, completed in error? Undecided: the
-        device chose the error, the model follows and `wc` is matched again (True). Once the
-        device chose the drop: an inconsistent choice (a divergence; True)."""
+        """Is `wc` a receive a too-long message met, completed in error, or a flush that
+        error caused? Undecided: the device chose the error, the model follows and `wc` is
+        matched again (True). Once the device chose the drop: an inconsistent choice (a
+        divergence; True)."""
         side = track.side
         met = (side, wc.wr_id)
-        if self._retrying or wc.queue != "recv" or wc.status == WCStatus.WR_FLUSH_ERR:
+        if self._retrying:
+            return False
+        if wc.status == WCStatus.WR_FLUSH_ERR:
+            return self._flushed_by_too_long(track, wc)
+        if wc.queue != "recv":
             return False
         if wc.status == WCStatus.SUCCESS:
             if met not in self.model.undecided | self.model.met_dropped:
@@ -81,10 +91,62 @@ class TooLongChoice:
         qp = track.model
         if met not in self.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
             return False
+        self._follow_error(track, wc)
+        return True
+
+    def _flushed_by_too_long(self, track: Track, wc: Completion) -> bool:
+        """A flush of a WR outstanding on an end whose oldest receive a too-long message met
+        while the choice is open: the device chose the error, and this flush is its
+        consequence, seen first (the engine polls the send CQ first, and a device's two CQs
+        are not ordered: an end in SQD holds its sends, and their flushes can come before
+        the receive's LOC_LEN_ERR). The model follows as for that completion, which is
+        then due (missing, or after the receive's flushes: a divergence); `wc` is matched
+        again. Once the device chose the drop, such a flush right after a too-long message
+        met the receive is the other choice: an inconsistent divergence of the rule."""
+        qp = track.model
+        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
+        if not outstanding or not qp.recvs:
+            return False
+        head = (track.side, qp.recvs[0])
+        if head in self.model.undecided:
+            self._follow_error(track, wc)
+            return True
+        if head not in self.model.met_dropped or not self._met_since_last_verb(track.side):
+            return False
+        d = self.divergence(  # type: ignore[attr-defined]
+            track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
+            f"no completion of receive {head[1]}, no flush: the device dropped a message too "
+            "long for the receive before (may rule: one choice per run)",
+            f"completion wr={wc.wr_id} {wc.status.name}: the QP left its state as a too-long "
+            "message met the receive", [f"choice={TOO_LONG_ERROR}"],
+        )
+        self.diverge(track, d)  # type: ignore[attr-defined]
+        return True
+
+    def _met_since_last_verb(self, side: str) -> bool:
+        """Did a too-long message meet `side`'s first receive since the last verb (the log's
+        tail holds only wire steps and settles, one of them that message)?"""
+        peer = self.model.peer_of(side)
+        for step in reversed(self.steps):
+            if step.get("verb") == "wire":
+                if step.get("expected") == UNRELIABLE_RECV_TOO_SHORT.id and (
+                    step.get("side") == peer
+                ):
+                    return True
+            elif step.get("verb") != "settle":
+                return False
+        return False
+
+    def _follow_error(self, track: Track, wc: Completion) -> None:
+        """The device chose TOO_LONG_ERROR for the oldest receive of `track`'s end (the one
+        a too-long message met): the model follows, the ledger books what that makes due,
+        the choice is recorded, and `wc` is matched again."""
+        side, qp = track.side, track.model
+        head = qp.recvs[0]
         origin = track.last()
-        exp = self.model.too_long_completed(side, wc.wr_id)
+        exp = self.model.too_long_completed(side, head)
         self.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
-        track.ledger.expect(exp, origin, UNRELIABLE_RECV_TOO_SHORT, (f"recv_wr={wc.wr_id}",))
+        track.ledger.expect(exp, origin, UNRELIABLE_RECV_TOO_SHORT, (f"recv_wr={head}",))
         self.end_state[side].state_because = Because(exp.rule, origin)
         track.moved(exp.state_before, qp.state, origin)
         self._chose(track, TOO_LONG_ERROR, origin)
@@ -93,7 +155,6 @@ class TooLongChoice:
             self.on_completion(track, wc)  # type: ignore[attr-defined]
         finally:
             self._retrying = False
-        return True
 
     def decide_too_long(self, watched: bool = False) -> None:
         """After a step that sent a too-long message while the choice is open: a quiet

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from models.access import TARGETED_OPS
-from models.enums import Attr, QPState, QPType
+from models.enums import AccessFlag, Attr, QPState, QPType
 from models.operations import IWARP_OPS, foreign_ops, ops_for
 from models.pair import Fault, Op
 from models.variant import LINUX
@@ -60,11 +60,26 @@ def _fence_draws(ops: tuple[Op, ...]) -> dict[str, st.SearchStrategy[Op]]:
 def _post_fenced(h: PairHarness, side: str, before: Op, op: Op) -> None:
     """`before` (a READ or an atomic), then a fenced `op` behind it with no wait between
     them: the fence holds it until `before` completed (pair.fence.after_reads)."""
-    if before not in h.ops or op not in h.ops:
+    if not (_can(h, side, before) and _can(h, side, op)):
         return
     with h.back_to_back():
         h.post_send(side, before)
         h.post_send(side, op, fence=True)
+
+
+def _can(h: PairHarness, side: str, op: Op) -> bool:
+    """May `side` post `op` now? The pair carries it and the model can judge it (not an RC
+    WRITE with immediate to a peer whose QP access flags lack REMOTE_WRITE:
+    PairModel.judgeable)."""
+    return op in h.ops and h.model.judgeable(side, op)
+
+
+#: What a "qp_access" draw leaves a QP of each type (LOCAL_WRITE always; REMOTE_WRITE,
+#: REMOTE_READ, REMOTE_ATOMIC drawn: UC has no READ or atomics).
+_QP_RIGHTS = {
+    QPType.RC: (AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC),
+    QPType.UC: (AccessFlag.REMOTE_WRITE,),
+}
 
 
 def _batch(ops: tuple[Op, ...]) -> st.SearchStrategy[list[Op]]:
@@ -280,7 +295,7 @@ def machine_for(
         def post_send(self, side: str, op: Op, inline: bool, unused: str) -> None:
             """One WR of `op`, inline (within the reported cap) when drawn and it can be, the
             fields its opcode does not use filled as drawn."""
-            if self._state(side) in _SENDABLE and op in self.h.ops:
+            if self._state(side) in _SENDABLE and _can(self.h, side, op):
                 inline = inline and op.inlinable and self.h.can_post_inline(side)
                 self.h.post_send(side, op, inline=inline, unused=unused)
 
@@ -303,7 +318,7 @@ def machine_for(
         def post_misaligned_atomic(self, side: str, op: Op) -> None:
             """An atomic to a remote address off 8-byte alignment (on a pair whose device
             has atomics): refused at post, or an Invalid Request error; never executed."""
-            if self._state(side) in _SENDABLE and op in self.h.ops:
+            if self._state(side) in _SENDABLE and _can(self.h, side, op):
                 self.h.post_send(side, op, Fault.MISALIGNED)
 
         @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
@@ -316,7 +331,7 @@ def machine_for(
                 return
             with self.h.back_to_back():
                 for op in ops:
-                    if op in self.h.ops:
+                    if _can(self.h, side, op):
                         self.h.post_send(side, op)
 
         @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
@@ -346,20 +361,24 @@ def machine_for(
             if side not in self.h.model.srq_sides:
                 self.h.post_recv(side, bad_lkey=True)
 
-        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS)
-        def exchange(self, side: str, op: Op, unused: str) -> None:
+        @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS,
+              inline=st.booleans())
+        def exchange(self, side: str, op: Op, unused: str, inline: bool) -> None:
             """The peer posts a receive, then `side` posts `op`: traffic as applications
             run it (a receive waiting), so each operation's completions are compared at
-            both ends, not only its errors (the unused fields filled as drawn)."""
-            if self._state(side) in _SENDABLE and op in self.h.ops:
+            both ends, not only its errors (the unused fields filled as drawn; inline when
+            drawn and it can be: an inline SEND's received bytes are compared only here
+            and after a `post_recv`, which `post_send` alone meets rarely)."""
+            if self._state(side) in _SENDABLE and _can(self.h, side, op):
+                inline = inline and op.inlinable and self.h.can_post_inline(side)
                 self.h.post_recv(self.h.model.peer_of(side))
-                self.h.post_send(side, op, unused=unused)
+                self.h.post_send(side, op, unused=unused, inline=inline)
 
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
             """Unsignaled WRs, then a signaled one (selective signaling)."""
             for i, op in enumerate(ops):
-                if self._state(side) not in _SENDABLE or op not in self.h.ops:
+                if self._state(side) not in _SENDABLE or not _can(self.h, side, op):
                     return
                 self.h.post_send(side, op, signaled=i == len(ops) - 1)
 
@@ -397,7 +416,7 @@ def machine_for(
         @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.remote
                                               and not o.consumes_recv]))
         def write_bad_rkey(self, side: str, op: Op) -> None:
-            if self._state(side) in _SENDABLE and op in self.h.ops:
+            if self._state(side) in _SENDABLE and _can(self.h, side, op):
                 self.h.post_send(side, op, Fault.BAD_RKEY)
 
         @precondition(lambda self: "access" in faults and qp_type != QPType.UD)
@@ -408,8 +427,27 @@ def machine_for(
             """A valid rkey of one of the peer's target MRs: a window it grants, or one it
             refuses (RC: REM_ACCESS_ERR, both ERR; UC: dropped); the guard bands are
             compared after the step."""
-            if self._state(side) in _SENDABLE and op in self.h.ops:
+            if self._state(side) in _SENDABLE and _can(self.h, side, op):
                 self.h.post_send(side, op, fault)
+
+        @precondition(lambda self: "access" in faults and qp_type in _QP_RIGHTS)
+        @rule(side=SIDES, rights=st.lists(st.sampled_from(
+            _QP_RIGHTS.get(qp_type, (AccessFlag.REMOTE_WRITE,))), unique=True))
+        def set_qp_access(self, side: str, rights: list[AccessFlag]) -> None:
+            """An RTS->RTS modify narrowing or widening `side`'s QP access flags while the
+            pair is connected (models/access.py RC_QP_RIGHTS, UC_QP_RIGHTS): the requests
+            its peer sends next are judged by the flags in force. Only with nothing
+            outstanding at the peer (a request in flight across the change may meet either
+            flags)."""
+            peer = self.h.model.peer_of(side)
+            if self._state(side) != S.RTS or peer in self.h.model.gone or (
+                self.h.model.qp(peer).outstanding_sends
+            ):
+                return
+            flags = AccessFlag.LOCAL_WRITE
+            for right in rights:
+                flags |= right
+            self.h.modify(side, S.RTS, {"qp_access_flags": int(flags)}, Attr.ACCESS_FLAGS)
 
         @precondition(lambda self: "peer" in faults)
         @rule(side=SIDES)

@@ -54,6 +54,8 @@ CATEGORIES = (
     "srq",
     "fence",
     "recv_error",
+    "wc_fields",
+    "payload",
 )
 #: Exit statuses of ``qpconform vm`` (qpconform/vm/runner.py) and what they mean for a mutant.
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_INFRA = 1, runner.EXIT_TIMEOUT, runner.EXIT_INFRA
