@@ -27,6 +27,7 @@ from models import (
     pair,
     pair_checks,
     readback,
+    returned,
     rules,
     shared_cq,
     srq,
@@ -104,7 +105,7 @@ def variant_rules(
         for rule in uverbs.RULES:
             add(rule)
     for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask,
-                   unused_fields):
+                   unused_fields, returned):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)

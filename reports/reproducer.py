@@ -27,7 +27,7 @@ QP_TYPES = {"RC": 2, "UC": 3, "UD": 4, "RAW_PACKET": 8, "XRC_SEND": 9, "XRC_RECV
 _STEP_KEYS = (
     "verb", "mask", "mask_value", "attrs", "unmasked", "unused", "readback", "wr_id", "expect",
     "window",
-    "completions", "never_run", "events", "known",
+    "completions", "never_run", "events", "known", "returned",
 )
 
 TEMPLATE = string.Template('''#!/usr/bin/env python3
@@ -133,6 +133,7 @@ class Rig:
         cap = QPCap(max_send_wr=DEPTH, max_recv_wr=DEPTH, max_send_sge=1, max_recv_sge=1)
         init = QPInitAttr(qp_type=QP_TYPE, scq=self.send_cq, rcq=self.recv_cq, cap=cap,
                           sq_sig_all=1)
+        self.cap, self.init = cap, init  # create_qp writes the actual caps back into init
         try:
             self.qp = QP(self.pd, init)  # no QPAttr: the QP stays in RESET
         except (PyverbsError, PyverbsRDMAError) as exc:
@@ -261,6 +262,23 @@ def do_post(rig, step):
     return [problem] if problem else []
 
 
+def create_problems(rig):
+    """What create_qp wrote back into the init attr, and create_cq's cqe, below what this
+    script asked (models/returned.py)."""
+    problems = []
+    for name in ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge"):
+        asked, got = getattr(rig.cap, name), getattr(rig.init, name)
+        if got < asked:
+            problems.append("create_qp wrote back %s=%d, asked %d" % (name, got, asked))
+    for queue, cq in (("send", rig.send_cq), ("recv", rig.recv_cq)):
+        for line in str(cq).splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "CQEs" and int(value) < DEPTH:
+                problems.append("create_cq (%s) returned cqe=%s, asked %d"
+                                % (queue, value.strip(), DEPTH))
+    return problems
+
+
 def do_query(rig, step):
     problem = state_problem(rig, step["expect"], True)
     return [problem] if problem else []
@@ -311,6 +329,8 @@ def main():
             problems = do_query(rig, step)
         elif verb == "settle":
             problems = do_settle(rig, step, number == len(STEPS))
+        elif verb == "create" and "returned" in step:  # what create wrote back was judged
+            problems = create_problems(rig)
         elif verb == "create":  # the Rig created the QP: the device accepted the type
             problems = ["create_qp($qp_type) accepted"]
         else:  # destroy

@@ -104,6 +104,8 @@ class Driver(Behaviour):
     CAPS: ClassVar[DeviceCaps] = DeviceCaps(max_mtu=MTU.MTU_4096)
     #: deviations that can be bent for a near miss: name -> how
     BENDS: ClassVar[dict[str, str]] = {}
+    #: query_qp never writes cur_qp_state, which reads 0 (RESET) after the driver's memset
+    CUR_UNSET: ClassVar[bool] = False
 
     def __init__(
         self, rdma_core: str = RDMA_CORE, bend: str | None = None, netdev_mtu: MTU = JUMBO
@@ -154,7 +156,7 @@ class DriverFake(FakeDevice):
 
     def __init__(self, driver: Driver, kernel: str, delay: float = 0.0) -> None:
         super().__init__(variant="linux", caps=driver.caps, qp_types=driver.qp_types,
-                         kernel=kernel, delay=delay, behaviour=driver)
+                         kernel=kernel, delay=delay, behaviour=driver, cur_unset=driver.CUR_UNSET)
         self.driver = driver
         self.name = f"{driver.name}_0"
 
@@ -526,6 +528,7 @@ class Efa(Driver):
 
     name = "efa"
     qp_types = (T.UD,)
+    CUR_UNSET = True  # efa_query_qp(): memset(qp_attr, 0), cur_qp_state never written
     CAPS = DeviceCaps(max_mtu=MTU.MTU_4096, gid_tbl_len=1)
     BENDS: ClassVar[dict[str, str]] = {
         "post_send_refused_in_err": "post_send in ERR refused with ENOMEM, not EINVAL",

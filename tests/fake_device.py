@@ -30,6 +30,7 @@ from qpconform.engine.device import (
     AsyncEvent,
     AttrValues,
     Completion,
+    Created,
     QueryResult,
     UnsupportedQPType,
     VerbResult,
@@ -79,7 +80,16 @@ FAULTS: dict[str, str] = {
     "query_err_as_init": "query reports INIT while the QP is in ERR",
     "query_state_unset": "query_qp never sets qp_state, so it reads RESET whatever the state "
     "(siw in Linux 6.1; fixed upstream by 'RDMA/siw: Set qp_state in siw_query_qp')",
+    "cap_below_asked": "create_qp writes back a max_send_wr one below what was asked",
+    "cqe_below_asked": "create_cq makes the receive CQ one entry smaller than asked",
+    "query_cap_differs": "query_qp reports a max_recv_wr one above what create_qp wrote back",
+    "query_inline_below_asked": "query_qp reports a max_inline_data one below what was asked",
+    "cur_state_stale": "query_qp's cur_qp_state is the state before the last accepted modify",
 }
+#: What a fake QP asks of create_qp (ibv_qp_cap) and of create_cq (cqe).
+ASKED_CAP: dict[str, int] = {"max_send_wr": 64, "max_recv_wr": 64, "max_send_sge": 1,
+                             "max_recv_sge": 1, "max_inline_data": 16}
+ASKED_CQE = 64
 #: What the fake stores and query_qp reports, per mask bit (a driver's attribute struct).
 STORED_FIELDS: dict[Attr, tuple[str, ...]] = {
     Attr.ACCESS_FLAGS: ("qp_access_flags",), Attr.PKEY_INDEX: ("pkey_index",),
@@ -173,6 +183,27 @@ class FakeQP:
         self.private: dict[str, Any] = {}  # what a Behaviour (driver) records per QP
         # what query_qp reports: every field, zero until a modify sets it (a driver's struct)
         self.attrs: dict[str, int] = {f: 0 for fields in STORED_FIELDS.values() for f in fields}
+        self.stale_state = 0  # cur_state_stale: the state before the last accepted modify
+        self.created = self._create_returned()
+
+    def _create_returned(self) -> Created:
+        """What create_qp and create_cq write back: the device's rounding, or a fault."""
+        cap = {**ASKED_CAP, **self.device.rounded_cap}
+        if self._has("cap_below_asked"):
+            cap["max_send_wr"] = ASKED_CAP["max_send_wr"] - 1
+        cqe = {"send": ASKED_CQE, "recv": ASKED_CQE - self._has("cqe_below_asked")}
+        return Created(asked=dict(ASKED_CAP), cap=cap, cqe_asked=ASKED_CQE, cqe=cqe)
+
+    def _queried_cap(self) -> dict[str, int]:
+        """query_qp's init_attr.cap: create's, the device's own inline limit, or a fault."""
+        cap = dict(self.created.cap)
+        if self.device.query_inline is not None:
+            cap["max_inline_data"] = self.device.query_inline
+        if self._has("query_cap_differs"):
+            cap["max_recv_wr"] += 1
+        if self._has("query_inline_below_asked"):
+            cap["max_inline_data"] = ASKED_CAP["max_inline_data"] - 1
+        return cap
 
     def _has(self, fault: str) -> bool:
         return fault in self.device.faults
@@ -254,6 +285,7 @@ class FakeQP:
             return VerbResult(False, _errno_of(exp) if refusal is None else refusal)
         self._store(attrs, mask)
         after = self.model.state
+        self.stale_state = int(before)
         self._emit(exp.completions, entering_err=after == S.ERR and before != S.ERR)
         self._raise_events(exp, before, after, mask, attrs)
         self._hidden_effects(before, after, exp)
@@ -271,7 +303,13 @@ class FakeQP:
         draining = self.model.draining or (
             state == S.SQD and self._has("refuse_sqd_exit_draining")
         )
-        return QueryResult(state=state, sq_draining=draining, attrs=dict(self.attrs))
+        cur = int(state)  # a driver copies the state it reports
+        if self.device.cur_unset:
+            cur = 0
+        elif self._has("cur_state_stale"):
+            cur = self.stale_state
+        return QueryResult(state=state, sq_draining=draining,
+                           attrs={**self.attrs, "cur_qp_state": cur}, cap=self._queried_cap())
 
     def post_send(self, wr_id: int) -> VerbResult:
         exp = self.model.post_send(wr_id)
@@ -440,12 +478,21 @@ class FakeDevice:
         refuse_either: bool = False,
         land_elsewhere: bool = False,
         behaviour: Behaviour | None = None,
+        rounded_cap: Mapping[str, int] | None = None,
+        query_inline: int | None = None,
+        cur_unset: bool = False,
     ) -> None:
         """`names`: what query_qp calls a state (siw and cxgb4 call IDLE INIT);
         `refuse_either`: refuse where the model lets the device choose (else accept);
         `land_elsewhere`: an accepted modify that may leave the QP elsewhere does (iwarp: a
         driver that ignores the move); `behaviour`: a driver's own code, asked before the
-        model (default: none, the model decides everything)."""
+        model (default: none, the model decides everything); `rounded_cap`: capabilities
+        create_qp writes back above what was asked; `query_inline`: the max_inline_data
+        query_qp reports whatever create wrote back (siw's SIW_MAX_INLINE); `cur_unset`:
+        query_qp's cur_qp_state is always 0 (efa never writes it)."""
+        self.rounded_cap = dict(rounded_cap or {})
+        self.query_inline = query_inline
+        self.cur_unset = cur_unset
         self.faults = frozenset(faults)
         self.behaviour = behaviour or Behaviour()
         self.names = dict(names or {})

@@ -145,12 +145,16 @@ _RC_CHOICES = {
 #: accepted or refused; hns refuses any CUR_STATE but its own. No driver refuses an
 #: over-wide timeout, retry count or QPN, nor an undefined access bit; the RC fakes take
 #: path_mig_state ARMED (mlx5 stores it; rdmavt, not faked here, refuses it).
+#: query_qp's cur_qp_state: the state (mlx5, bnxt_re, irdma, hns), or 0 (efa's memset).
+_CUR = {"query.cur_qp_state": {"as qp_state"}}
 CHOICES: dict[str, dict[str, set[str]]] = {
-    "mlx5": {**_RC_CHOICES, "linux.cur_state.assumed": {"accepted"}},
-    "bnxt_re": {**_RC_CHOICES, "linux.cur_state.assumed": {"accepted", "refused (EINVAL)"}},
-    "irdma": {**_RC_CHOICES, "linux.cur_state.assumed": {"accepted", "refused (EINVAL)"}},
-    "efa": {"linux.cur_state.assumed": {"accepted"}},
-    "hns": {**_RC_CHOICES, "linux.cur_state.assumed": {"refused (EINVAL)"}},
+    "mlx5": {**_RC_CHOICES, **_CUR, "linux.cur_state.assumed": {"accepted"}},
+    "bnxt_re": {**_RC_CHOICES, **_CUR,
+                "linux.cur_state.assumed": {"accepted", "refused (EINVAL)"}},
+    "irdma": {**_RC_CHOICES, **_CUR, "linux.cur_state.assumed": {"accepted", "refused (EINVAL)"}},
+    "efa": {"linux.cur_state.assumed": {"accepted"},
+            "query.cur_qp_state": {"RESET (not written)"}},
+    "hns": {**_RC_CHOICES, **_CUR, "linux.cur_state.assumed": {"refused (EINVAL)"}},
 }
 CHOICES["bnxt_re-rdma-core-46"] = CHOICES["bnxt_re"]
 #: A path MTU above the netdev's (2048, 4096 over 1500 bytes): mlx5 takes it, bnxt_re

@@ -79,6 +79,11 @@ EXPECTED_RULE = {
     "err_is_final": "linux.transition.*.ERR->RESET",  # any type: the fault is not RC's
     "query_err_as_init": "*",  # caught by the state read back after the modify into ERR
     "query_state_unset": "linux.transition.*.RESET->INIT",  # read back after RESET->INIT
+    "cap_below_asked": "create.cap.at_least",
+    "cqe_below_asked": "create.cq.cqe",
+    "query_cap_differs": "query.cap.as_created",
+    "query_inline_below_asked": "query.cap.inline",
+    "cur_state_stale": "query.cur_qp_state",
 }
 EXPECTED_KIND = {
     "accept_illegal_transition": "outcome",
@@ -112,6 +117,11 @@ EXPECTED_KIND = {
     "err_is_final": "state",
     "query_err_as_init": "state",
     "query_state_unset": "state",
+    "cap_below_asked": "readback",
+    "cqe_below_asked": "readback",
+    "query_cap_differs": "readback",
+    "query_inline_below_asked": "readback",
+    "cur_state_stale": "readback",
 }
 
 
@@ -217,6 +227,11 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "err_is_final": lambda qp: (qp.bring_to(S.ERR), qp.bring_to(S.RESET)),
     "query_err_as_init": lambda qp: qp.bring_to(S.ERR),
     "query_state_unset": lambda qp: qp.bring_to(S.INIT),
+    "cap_below_asked": lambda qp: None,  # judged when the checker opens the QP
+    "cqe_below_asked": lambda qp: None,
+    "query_cap_differs": lambda qp: qp.bring_to(S.INIT),
+    "query_inline_below_asked": lambda qp: qp.bring_to(S.INIT),
+    "cur_state_stale": lambda qp: qp.bring_to(S.RTR),  # INIT after INIT->RTR (RESET may be)
 }
 #: Faults that only show after a delay: the machine needs a quiet window longer than it.
 CONFIG = {"late_duplicate_completion": MachineConfig(settle_window=2 * LATE, must_wait=0.5,
@@ -231,9 +246,8 @@ def test_every_fault_has_a_test() -> None:
 def test_targeted_sequence_catches(fault: str) -> None:
     device = FakeDevice([fault])
     checker = _checker(device)
-    qp = checker.open_qp(QPType.RC)
-    with pytest.raises(DivergenceError) as caught:
-        TARGETED[fault](qp)
+    with pytest.raises(DivergenceError) as caught:  # what create returned is judged at open
+        TARGETED[fault](checker.open_qp(QPType.RC))
     record = caught.value.record
     assert fnmatch.fnmatchcase(record.rule_id, EXPECTED_RULE[fault]), record.rule_id
     assert record.kind == EXPECTED_KIND[fault]

@@ -32,7 +32,10 @@ def test_a_may_outcome_is_recorded_as_the_devices_choice() -> None:
     attrs["timeout"] = 40  # beyond the 5-bit field: a "may" rule in the linux variant
     qp.modify(attrs, mask | Attr.TIMEOUT)
     checker.close()
-    assert recorder.choices == {"attr.timeout.width": {"accepted": 1}}
+    # every query_qp outside RESET also records how the fake fills cur_qp_state (INIT, RTR,
+    # RTS: query.cur_qp_state, models/returned.py)
+    assert recorder.choices == {"attr.timeout.width": {"accepted": 1},
+                                "query.cur_qp_state": {"as qp_state": 3}}
 
 
 def _book(tmp_path: Path, per_worker: dict[str, list[tuple[str, str, str]]]) -> dict:

@@ -126,7 +126,8 @@ class Executor:
         qp = self.device.create_qp(QPType(qp_type))
         self._next += 1
         self.qps[self._next] = qp
-        return [self._next, qp.qp_num, self.device.valid_attrs(qp)]
+        return [self._next, qp.qp_num, self.device.valid_attrs(qp),
+                wire.created(getattr(qp, "created", None))]
 
     def modify(self, q: int, attrs: dict[str, int], mask: int) -> list[Any]:
         qp = self.qps[q]

@@ -30,6 +30,7 @@ from qpconform.engine.device import (
     AsyncEvent,
     AttrValues,
     Completion,
+    Created,
     QueryResult,
     UnsupportedQPType,
     VerbResult,
@@ -216,6 +217,8 @@ class PyverbsQP:
         self._qkey = DEFAULT_QKEY
         self._set: ResourceSet | None = None  # a pooled set this QP borrowed (device.pool)
         self._cq_error = False  # a CQ_ERR was read: its set is not reused
+        self.cqe: dict[str, int] = {}  # ibv_cq.cqe of its CQs by queue (ResourceSet.lend_to)
+        self.created: Created | None = None  # what create_qp and create_cq wrote back
         try:
             self._create()
         except BaseException:
@@ -239,6 +242,15 @@ class PyverbsQP:
         if self.with_srq:
             self.srq = st.push(self._new_srq(), "srq")
         self.qp = st.push(self._new_qp(), "qp")
+        self.created = self._written_back()
+
+    def _written_back(self) -> Created | None:
+        """What create_qp wrote back into the init attr it was given (libibverbs updates its
+        cap in place) and the CQs' cqe; None when this pyverbs does not show the cap."""
+        cap = pc.init_cap(self._init)
+        if not cap:
+            return None
+        return Created(asked=dict(self._asked), cap=cap, cqe_asked=QP_DEPTH, cqe=dict(self.cqe))
 
     def _new_srq(self) -> Any:
         pv = self._pv
@@ -257,6 +269,7 @@ class PyverbsQP:
             max_send_sge=1, max_recv_sge=0 if no_rq else 1,
             max_inline_data=0 if t is QPType.XRC_RECV else self.max_inline_asked,
         )
+        self._asked = pc.cap_values(cap)
         if t is QPType.XRC_RECV:
             return self._new_xrc_recv(cap)
         # sq_sig_all = 0: every WR says whether it is signaled (a pair's may be unsignaled)
@@ -264,6 +277,7 @@ class PyverbsQP:
             qp_type=int(t), scq=self.send_cq, rcq=self.recv_cq, srq=self.srq, cap=cap,
             sq_sig_all=0,
         )
+        self._init = init  # create_qp writes the actual caps back into it
         return pv.qp.QP(self.pd, init)  # no QPAttr: stays in RESET
 
     def _new_xrc_recv(self, cap: Any) -> Any:
@@ -279,6 +293,7 @@ class PyverbsQP:
             qp_type=int(QPType.XRC_RECV), cap=cap, sq_sig_all=1,
             comp_mask=pc.const("IBV_QP_INIT_ATTR_XRCD"), xrcd=xrcd,
         )
+        self._init = init
         return pv.qp.QP(self.ctx, init)
 
     # --------------------------------------------------------------------------- verbs
@@ -332,13 +347,14 @@ class PyverbsQP:
         """ibv_query_qp (the kernel's state, not libibverbs' cached qp_state)."""
         if self.closed:  # pyverbs would pass a NULL ibv_qp to libibverbs: a segfault
             raise RuntimeError(f"{self.label} was destroyed: nothing to query")
-        attr, _init = self.qp.query(QUERY_MASK)
+        attr, init = self.qp.query(QUERY_MASK)
         state = _defined(QPState, int(attr.qp_state), f"ibv_query_qp on {self.label}: qp_state")
         fields = {k: int(getattr(attr, k)) for k in _fields_of(type(attr))}
         ah = attr.ah_attr
         fields["ah_port_num"] = int(ah.port_num)
         fields["ah_sgid_index"] = int(ah.sgid_index) if int(ah.is_global) else 0
-        return QueryResult(state=state, sq_draining=bool(attr.sq_draining), attrs=fields)
+        return QueryResult(state=state, sq_draining=bool(attr.sq_draining), attrs=fields,
+                           cap=pc.init_cap(init) or None)
 
     @inflight.verb("ibv_post_send")
     def post_send(self, wr_id: int) -> VerbResult:
@@ -500,6 +516,7 @@ class ResourceSet:
         self.stack = ResourceStack()
         self.ctx: Any = None
         self.async_fd: int | None = None
+        self.cqe: dict[str, int] = {}  # ibv_cq.cqe by queue, read when opened
 
     def open(self, pv: pc.Pyverbs, name: str) -> None:
         st = self.stack
@@ -509,11 +526,15 @@ class ResourceSet:
         self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
         self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
         self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
+        # ibv_cq.cqe as create_cq returned it (asked QP_DEPTH), read once per set
+        found = {"send": pc.cq_cqe(self.send_cq), "recv": pc.cq_cqe(self.recv_cq)}
+        self.cqe = {k: v for k, v in found.items() if v is not None}
 
     def lend_to(self, qp: PyverbsQP) -> None:
         """Make the set's objects the QP's own (a set it opened, or one lent by a pool)."""
         qp.ctx, qp.async_fd, qp.event_fd = self.ctx, self.async_fd, self.async_fd
         qp.pd, qp.mr, qp.send_cq, qp.recv_cq = self.pd, self.mr, self.send_cq, self.recv_cq
+        qp.cqe = dict(self.cqe)
 
     def clean(self) -> bool:
         """Is the set fit for a new QP: nothing left on its CQs, no event pending on its

@@ -30,6 +30,7 @@ from qpconform.adapters import wire
 from qpconform.engine.device import (
     AsyncEvent,
     Completion,
+    Created,
     DeviceLost,
     QueryResult,
     UnsupportedQPType,
@@ -123,9 +124,10 @@ class RemoteQP:
     wakes_on_arrival = True
 
     def __init__(self, device: RemoteDevice, qid: int, qp_type: QPType, qp_num: int,
-                 valid: dict[str, int]) -> None:
+                 valid: dict[str, int], created: Created | None = None) -> None:
         self.device, self.qid, self.qp_type, self.qp_num = device, qid, qp_type, qp_num
         self.valid = valid
+        self.created = created  # what create_qp and create_cq wrote back, in the guest
         self.closed = False
         self.seen = _Seen()
 
@@ -265,8 +267,9 @@ class RemoteDevice:
         if QPType(qp_type) in self._reasons:
             raise UnsupportedQPType(self._reasons[QPType(qp_type)])
         value, seen = self._send(["create_qp", int(qp_type)])  # before the QP is known
-        qid, qp_num, valid = value
-        qp = RemoteQP(self, qid, QPType(qp_type), qp_num, dict(valid))
+        qid, qp_num, valid = value[:3]
+        made = wire.to_created(value[3]) if len(value) > 3 else None  # an older executor: none
+        qp = RemoteQP(self, qid, QPType(qp_type), qp_num, dict(valid), made)
         self._qps[qid] = qp
         if seen is not None:
             self._take(seen)

@@ -21,7 +21,14 @@ import msgpack
 
 from models.attributes import DeviceCaps
 from models.enums import MTU, EventType, QPState, WCOpcode, WCStatus
-from qpconform.engine.device import AsyncEvent, Completion, DeviceLost, QueryResult, VerbResult
+from qpconform.engine.device import (
+    AsyncEvent,
+    Completion,
+    Created,
+    DeviceLost,
+    QueryResult,
+    VerbResult,
+)
 
 _HEADER = struct.Struct(">I")
 #: A frame larger than this is garbage from a broken peer, not a reply.
@@ -128,11 +135,23 @@ def to_event(v: list[Any]) -> AsyncEvent:
 
 
 def query_result(q: QueryResult) -> list[Any]:
-    return [int(q.state), q.sq_draining, q.attrs]
+    return [int(q.state), q.sq_draining, q.attrs, q.cap]
 
 
 def to_query_result(v: list[Any]) -> QueryResult:
-    return QueryResult(QPState(v[0]), v[1], dict(v[2]))
+    """A query_qp off the wire (an executor older than init_attr.cap sends three values:
+    the cap is then not read)."""
+    cap = v[3] if len(v) > 3 else None
+    return QueryResult(QPState(v[0]), v[1], dict(v[2]), None if cap is None else dict(cap))
+
+
+def created(c: Created | None) -> list[Any] | None:
+    """What creating a QP wrote back (engine.device.Created), or None: not read."""
+    return None if c is None else [c.asked, c.cap, c.cqe_asked, c.cqe]
+
+
+def to_created(v: list[Any] | None) -> Created | None:
+    return None if v is None else Created(dict(v[0]), dict(v[1]), int(v[2]), dict(v[3]))
 
 
 def caps(c: DeviceCaps) -> dict[str, Any]:

@@ -5,7 +5,7 @@ fixtures/ builds rule sets and hands them to the suites). The map:
 
     device.py   the device protocol: Device / QPHandle (lone QPs), PairDevice /
                 PairEnd (connected pairs), and what is observed (VerbResult,
-                Completion, AsyncEvent, QueryResult)
+                Completion, AsyncEvent, QueryResult, Created)
     ledger.py   per QP: what is due, required, forbidden or never to run, each
                 with the rule and step behind it; one classification of every
                 completion
@@ -22,6 +22,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     text.py     the words of every record (masks, errnos, expectations)
     lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
                 qpconform/machines/lone.py's QPMachine)
+    returned.py  the lone QP's returned values: create_qp's written-back caps, its
+                CQs' cqe, query_qp's caps and cur_qp_state (models/returned.py)
     pair.py     rule set for connected pairs and the wire: PairHarness (the
                 traffic suites, the traffic machine); connect.py: bring-up values
     pair_follow.py  PairHarness's state comparison and how it follows a device a

@@ -35,7 +35,7 @@ from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
 
-from . import blame, unmasked
+from . import blame, returned, unmasked
 from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType, VerbResult
 from .judge import DivergenceError, Judge, ReproducerWriter, StepRecorder
@@ -76,6 +76,8 @@ class CheckedQP:
         self.destroyed = False
         self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
+        self.created = returned.created_of(handle)  # what create_qp and create_cq wrote back
+        self._followed: set[str] = set()  # returned fields a known divergence was seen in
         self.case_over = False  # retired when its case or example ended (not by a step)
 
     @property
@@ -128,19 +130,28 @@ class CheckedQP:
         self.checker.avoid_hazard(self.track, exp, given, mask)
         res = self.handle.modify(given, mask)
         found = self.handle.query()
-        self._conclude(exp, res, step, found.state)
+        self._conclude(exp, res, step, found.state, returned.query_rules(self.created, found))
         self._read_at = self.track.last()
         self._check_readback(found, mask, res.accepted)
+        self._check_returned(found)
         return res
 
     def query(self) -> QueryResult:
         """query_qp: the device's state must be the model's."""
         exp = self.model.query()
         found = self.handle.query()
-        self._conclude(exp, VerbResult(True), {}, found.state)
+        self._conclude(exp, VerbResult(True), {}, found.state,
+                       returned.query_rules(self.created, found))
         self._read_at = self.track.last()
         self._check_readback(found, None, True)
+        self._check_returned(found)
         return found
+
+    def _check_returned(self, found: QueryResult) -> None:
+        """query_qp's cur_qp_state and capabilities (engine/returned.py, models/returned.py)."""
+        if not self.broken:
+            returned.judge_query(self.checker, self.track, self.created, found,
+                                 self.track.last(), self._followed)
 
     def _check_readback(self, found: QueryResult, mask: Attr | None, accepted: bool) -> None:
         """Every attribute the model knows must read back as set (models/readback.py).
@@ -259,10 +270,11 @@ class CheckedQP:
                 chk.follow_state(self.track, found, origin)
 
     def _conclude(
-        self, exp: Expectation, res: VerbResult, step: dict[str, Any], seen: QPState | None
+        self, exp: Expectation, res: VerbResult, step: dict[str, Any], seen: QPState | None,
+        also: tuple[Rule, ...] = (),
     ) -> None:
         chk = self.checker
-        chk.note(self.track, exp)
+        chk.note(self.track, exp, also=also)
         idx, known = chk.conclude(self.track, exp, res, step, seen)
         want = exp.state_after(res.accepted)
         if seen is not None and seen in self.model.reported(want):
@@ -470,6 +482,7 @@ class Checker(Engine):
         handle = self.device.create_qp(qp_type)
         qp = CheckedQP(self, handle, QPModel(qp_type, self.variant, self.device.caps))
         self._live.append(qp)
+        returned.judge_created(self, qp.track, qp.created)  # what create wrote back
         return qp
 
     def check_absent_type(self, qp_type: QPType) -> None:
