@@ -83,6 +83,7 @@ FAULTS: dict[str, str] = {
     "cap_below_asked": "create_qp writes back a max_send_wr one below what was asked",
     "cqe_below_asked": "create_cq makes the receive CQ one entry smaller than asked",
     "query_cap_differs": "query_qp reports a max_recv_wr one above what create_qp wrote back",
+    "query_cap_lower": "query_qp reports a max_send_wr one below what create_qp wrote back",
     "query_inline_below_asked": "query_qp reports a max_inline_data one below what was asked",
     "cur_state_stale": "query_qp's cur_qp_state is the state before the last accepted modify",
 }
@@ -201,6 +202,8 @@ class FakeQP:
             cap["max_inline_data"] = self.device.query_inline
         if self._has("query_cap_differs"):
             cap["max_recv_wr"] += 1
+        if self._has("query_cap_lower"):
+            cap["max_send_wr"] -= 1
         if self._has("query_inline_below_asked"):
             cap["max_inline_data"] = ASKED_CAP["max_inline_data"] - 1
         return cap

@@ -82,6 +82,7 @@ EXPECTED_RULE = {
     "cap_below_asked": "create.cap.at_least",
     "cqe_below_asked": "create.cq.cqe",
     "query_cap_differs": "query.cap.as_created",
+    "query_cap_lower": "query.cap.as_created",
     "query_inline_below_asked": "query.cap.inline",
     "cur_state_stale": "query.cur_qp_state",
 }
@@ -120,6 +121,7 @@ EXPECTED_KIND = {
     "cap_below_asked": "readback",
     "cqe_below_asked": "readback",
     "query_cap_differs": "readback",
+    "query_cap_lower": "readback",
     "query_inline_below_asked": "readback",
     "cur_state_stale": "readback",
 }
@@ -230,6 +232,7 @@ TARGETED: dict[str, Callable[[CheckedQP], None]] = {
     "cap_below_asked": lambda qp: None,  # judged when the checker opens the QP
     "cqe_below_asked": lambda qp: None,
     "query_cap_differs": lambda qp: qp.bring_to(S.INIT),
+    "query_cap_lower": lambda qp: qp.bring_to(S.INIT),
     "query_inline_below_asked": lambda qp: qp.bring_to(S.INIT),
     "cur_state_stale": lambda qp: qp.bring_to(S.RTR),  # INIT after INIT->RTR (RESET may be)
 }

@@ -299,6 +299,11 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         (Pair("recv_len_err_loc_prot_err", K612, QPType.RC, send_too_long),
          Pair("short_recv_succeeds", K612, QPType.RC, send_too_long)),
     ),
+    "rxe.create_writes_back_asked_wr": (
+        Lone("query_cap_differs", K61, lambda qp: qp.bring_to(S.INIT)),
+        (Lone("query_cap_lower", K61, lambda qp: qp.bring_to(S.INIT)),
+         Lone("query_cap_differs", K612, lambda qp: qp.bring_to(S.INIT))),
+    ),
     "rxe.unreliable_too_long_as_malformed_wqe": (
         Pair("too_long_as_malformed_wqe", K61, QPType.UC, send_too_long_unreliable),
         (Pair("too_long_succeeds", K61, QPType.UD, send_too_long_unreliable),

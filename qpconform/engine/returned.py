@@ -95,9 +95,12 @@ def judge_query(
     for rule, name, allowed, got in misses:
         if name in followed:
             continue
+        tags = [f"field={name}"]
+        if rule is returned.QUERY_CAP and created is not None and name in created.cap:
+            tags.append("read=higher" if got > created.cap[name] else "read=lower")
         d = chk.divergence(
             track, "readback", rule, origin, f"{name} {allowed}", f"query_qp {name}={got}",
-            [f"field={name}"],
+            tags,
         )
         if chk.diverge(track, d) is not None:
             followed.add(name)
