@@ -494,6 +494,46 @@ def post_groups(
     return groups
 
 
+#: The states where a QP has no connection yet (iWARP: IDLE) and a send may be held.
+IDLE_STATES: tuple[QPState, ...] = (S.RESET, S.INIT, S.RTR)
+
+
+def sends_then_err_groups(
+    variant: Variant | str = LINUX, qp_types: Iterable[QPType] | None = None
+) -> list[Group]:
+    """Two post_sends on a fresh QP in RESET, INIT or RTR (where reachable), then to ERR.
+
+    The second send matters: a provider that refuses the first send and keeps its WQE may
+    accept the next (libsiw), and whatever was accepted is then owed its flush (or, where
+    the variant refuses both, nothing may complete). One case per group, on a fresh QP.
+    """
+    table = parse_variant(variant).table
+    groups: list[Group] = []
+    for qp_type in _types(qp_types):
+        unknown = _unknown_type(table, qp_type, "post rules")
+        if unknown is not None:
+            groups.append(unknown)
+            continue
+        reachable = reachable_states(table, qp_type)
+        for state in IDLE_STATES:
+            if state not in reachable:
+                continue
+            cid = f"{qp_type.name}-{state.name}-post_send-twice-ERR"
+            case = Case(cid, qp_type, state, S.ERR, "post_send_twice", Attr(0))
+            groups.append(Group(cid, "post rules", qp_type, state, None, (case,)))
+    return groups
+
+
+def err_path(table: TransitionTable, qp_type: QPType, state: QPState) -> tuple[QPState, ...]:
+    """The shortest modify path from `state` to ERR the table allows: straight where it has
+    the pair (iwarp's IDLE->ERR), else through INIT (Linux refuses RESET->ERR)."""
+    if state == S.ERR:
+        return ()
+    if table.lookup(qp_type, state, S.ERR) is not None:
+        return (S.ERR,)
+    return (*forward_steps(state, S.INIT), S.ERR)
+
+
 def after_post_path(
     state: QPState, reachable: Iterable[QPState] | None = None
 ) -> tuple[QPState, ...]:

@@ -21,7 +21,7 @@ from qpconform.engine.device import Device, UnsupportedQPType
 from qpconform.engine.hazards import HazardAvoided
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker, Unreachable
-from suites.cases import Case, Group, after_post_path
+from suites.cases import Case, Group, after_post_path, err_path
 
 
 # ------------------------------------------------------------------ parametrisation
@@ -103,6 +103,17 @@ def run_post_case(qp: CheckedQP, case: Case) -> None:
     getattr(qp, case.kind)()  # post_send / post_recv: the checker picks the wr_id
     qp.settle()
     for nxt in after_post_path(case.cur, reachable_states(qp.model.table, qp.qp_type)):
+        step_to(qp, nxt)
+    qp.settle()
+
+
+def run_sends_then_err(qp: CheckedQP, case: Case) -> None:
+    """Two post_sends in case.cur, then the shortest path to ERR, then the one wait for
+    what the model owes (each accepted send's flush; nothing for a refused one)."""
+    bring_to(qp, case.cur)
+    qp.post_send()
+    qp.post_send()
+    for nxt in err_path(qp.model.table, qp.qp_type, qp.model.state):
         step_to(qp, nxt)
     qp.settle()
 

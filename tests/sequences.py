@@ -79,18 +79,25 @@ def run_suites(
     as the suites run them (one QP per case; fails on an unknown divergence, as a suite
     test would); a group the suite test would skip is counted as skipped."""
     from suites import steps
-    from suites.cases import attribute_groups, post_groups, transition_groups
+    from suites.cases import (
+        attribute_groups,
+        post_groups,
+        sends_then_err_groups,
+        transition_groups,
+    )
 
     def modify_case(qp: CheckedQP, case: Any) -> None:
         steps.run_modify_case(qp, device, case)
 
+    bodies = {"post_send_twice": steps.run_sends_then_err, "post_send": steps.run_post_case,
+              "post_recv": steps.run_post_case}
     run = SuiteRun()
     types = list(qp_types)
     for group in [*transition_groups(variant, types), *attribute_groups(variant, types),
-                  *post_groups(variant, types)]:
+                  *post_groups(variant, types), *sends_then_err_groups(variant, types)]:
         if group.skip is not None:
             continue
-        body = steps.run_post_case if group.feature == "post rules" else modify_case
+        body = bodies.get(group.cases[0].kind, modify_case)
         try:
             steps.run_group(checker, group, body, device.caps)
         except pytest.skip.Exception as skipped:
