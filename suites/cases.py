@@ -172,16 +172,29 @@ def transition_groups(
 ) -> list[Group]:
     """Every transition test for every (cur, next) pair of the 7x7 states, per QP type."""
     table = parse_variant(variant).table
+
+    def of_type(qp_type: QPType, reachable: frozenset[QPState]) -> list[Group]:
+        return [g for cur in STATES for nxt in STATES
+                for g in _pair_groups(table, qp_type, cur, nxt, reachable)]
+
+    return _per_type(table, qp_types, "transitions", of_type)
+
+
+def _per_type(
+    table: TransitionTable,
+    qp_types: Iterable[QPType] | None,
+    label: str,
+    of_type: Callable[[QPType, frozenset[QPState]], list[Group]],
+) -> list[Group]:
+    """`of_type(qp_type, reachable states)` for each QP type the table knows; a type it does
+    not know gets its one unknown-type group."""
     groups: list[Group] = []
     for qp_type in _types(qp_types):
-        unknown = _unknown_type(table, qp_type, "transitions")
+        unknown = _unknown_type(table, qp_type, label)
         if unknown is not None:
             groups.append(unknown)
             continue
-        reachable = reachable_states(table, qp_type)
-        for cur in STATES:
-            for nxt in STATES:
-                groups.extend(_pair_groups(table, qp_type, cur, nxt, reachable))
+        groups.extend(of_type(qp_type, frozenset(reachable_states(table, qp_type))))
     return groups
 
 
@@ -190,7 +203,7 @@ def _pair_groups(
     qp_type: QPType,
     cur: QPState,
     nxt: QPState,
-    reachable: list[QPState],
+    reachable: frozenset[QPState],
 ) -> list[Group]:
     pid = _pair_id(qp_type, cur, nxt)
 
@@ -472,13 +485,9 @@ def post_groups(
 ) -> list[Group]:
     """post_send / post_recv in each state, and what must become of the WR afterwards."""
     table = parse_variant(variant).table
-    groups: list[Group] = []
-    for qp_type in _types(qp_types):
-        unknown = _unknown_type(table, qp_type, "post rules")
-        if unknown is not None:
-            groups.append(unknown)
-            continue
-        reachable = reachable_states(table, qp_type)
+
+    def of_type(qp_type: QPType, reachable: frozenset[QPState]) -> list[Group]:
+        groups: list[Group] = []
         for state in POST_STATES:
             for verb in ("post_recv", "post_send"):
                 cid = f"{qp_type.name}-{state.name}-{verb}"
@@ -491,7 +500,9 @@ def post_groups(
                     skip = POST_SEND_SKIP.format(state=state.name)
                 case = Case(cid, qp_type, state, state, verb, Attr(0))
                 groups.append(Group(cid, "post rules", qp_type, state, None, (case,), skip))
-    return groups
+        return groups
+
+    return _per_type(table, qp_types, "post rules", of_type)
 
 
 #: The states where a QP has no connection yet (iWARP: IDLE) and a send may be held.
@@ -508,20 +519,16 @@ def sends_then_err_groups(
     the variant refuses both, nothing may complete). One case per group, on a fresh QP.
     """
     table = parse_variant(variant).table
-    groups: list[Group] = []
-    for qp_type in _types(qp_types):
-        unknown = _unknown_type(table, qp_type, "post rules")
-        if unknown is not None:
-            groups.append(unknown)
-            continue
-        reachable = reachable_states(table, qp_type)
-        for state in IDLE_STATES:
-            if state not in reachable:
-                continue
+
+    def of_type(qp_type: QPType, reachable: frozenset[QPState]) -> list[Group]:
+        groups: list[Group] = []
+        for state in (s for s in IDLE_STATES if s in reachable):
             cid = f"{qp_type.name}-{state.name}-post_send-twice-ERR"
             case = Case(cid, qp_type, state, S.ERR, "post_send_twice", Attr(0))
             groups.append(Group(cid, "post rules", qp_type, state, None, (case,)))
-    return groups
+        return groups
+
+    return _per_type(table, qp_types, "post rules", of_type)
 
 
 def err_path(table: TransitionTable, qp_type: QPType, state: QPState) -> tuple[QPState, ...]:
