@@ -299,6 +299,10 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
         (Pair("recv_len_err_loc_prot_err", K612, QPType.RC, send_too_long),
          Pair("short_recv_succeeds", K612, QPType.RC, send_too_long)),
     ),
+    "rxe.query_cur_qp_state_stale": (
+        Lone("cur_state_stale", K61, lambda qp: qp.bring_to(S.RTR)),
+        (Lone("cur_state_stale", K612, lambda qp: qp.bring_to(S.RTR)),),
+    ),
     "rxe.create_writes_back_asked_wr": (
         Lone("query_cap_differs", K61, lambda qp: qp.bring_to(S.INIT)),
         (Lone("query_cap_lower", K61, lambda qp: qp.bring_to(S.INIT)),
