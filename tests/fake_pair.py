@@ -916,6 +916,15 @@ def connected_fake(
     return h
 
 
+def known_after(qp_type: QPType, scenario: Callable[[PairHarness], None]) -> list[Divergence]:
+    """The known divergences `scenario` leaves on a clean connected fake of `qp_type` once its
+    quiet window has passed (a clean fake must leave none)."""
+    h = connected_fake(qp_type)
+    scenario(h)
+    h.quiet(0.01)
+    return h.known
+
+
 def scenario_divergence(h: PairHarness, scenario: Callable[[PairHarness], None]) -> Divergence:
     """The divergence `scenario` on a faulted fake pair raises, its closing quiet window and
     the harness's finish included; the test fails when it raises none."""

@@ -20,7 +20,13 @@ from models.pair import Fault, PairModel
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
-from tests.fake_pair import FAKE_MAX_INLINE, FakePair, connected_fake, machine_divergence
+from tests.fake_pair import (
+    FAKE_MAX_INLINE,
+    FakePair,
+    connected_fake,
+    known_after,
+    machine_divergence,
+)
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
@@ -72,10 +78,7 @@ _CLEAN = [(t, s) for s, types in _TYPES.items() for t in types]
     ("qp_type", "scenario"), _CLEAN, ids=[f"{t.name}-{s.__name__.strip('_')}" for t, s in _CLEAN]
 )
 def test_clean_fake_has_no_divergence(qp_type: QPType, scenario: Callable) -> None:
-    h = connected_fake(qp_type)
-    scenario(h)
-    h.quiet(0.01)
-    assert h.known == []
+    assert known_after(qp_type, scenario) == []
 
 
 #: (planted fault, scenario, divergence kind, rule, the machine's faults)

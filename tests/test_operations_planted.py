@@ -21,7 +21,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
-from tests.fake_pair import FakePair, connected_fake, machine_divergence
+from tests.fake_pair import FakePair, connected_fake, known_after, machine_divergence
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
@@ -82,10 +82,7 @@ _CLEAN = [(t, s) for t in ALL for s in SCENARIOS if s not in (_read, _atomics) o
     ("qp_type", "scenario"), _CLEAN, ids=[f"{t.name}-{s.__name__.strip('_')}" for t, s in _CLEAN]
 )
 def test_clean_fake_has_no_divergence(qp_type: QPType, scenario: Callable) -> None:
-    h = connected_fake(qp_type)
-    scenario(h)
-    h.quiet(0.01)
-    assert h.known == []
+    assert known_after(qp_type, scenario) == []
 
 
 #: (planted fault, scenario, QP types, divergence kind, rule)

@@ -7,7 +7,7 @@ from models.pair import Fault, Op
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from tests.example_counts import PLANTED_RUN
-from tests.fake_pair import FakePair, connected_fake
+from tests.fake_pair import FakePair, connected_fake, known_after
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]
@@ -89,10 +89,7 @@ def _everything(h: PairHarness) -> None:
     [_flush, _duplicate, _send_error, _drain_notify, _drain_silent, _reset_then_up, _everything],
 )
 def test_clean_fake_has_no_divergence(qp_type, scenario):
-    h = connected_fake(qp_type)
-    scenario(h)
-    h.quiet(0.01)
-    assert h.known == []
+    assert known_after(qp_type, scenario) == []
 
 
 @pytest.mark.parametrize(

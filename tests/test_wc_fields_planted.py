@@ -31,7 +31,7 @@ from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
-from tests.fake_pair import FakePair, connected_fake, machine_divergence
+from tests.fake_pair import FakePair, connected_fake, known_after, machine_divergence
 from tests.rule_log import RuleLog
 from tests.test_operations_planted import _imm
 
@@ -64,10 +64,7 @@ SCENARIOS = [_send, _imm, _both_ways]
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__.strip("_"))
 def test_clean_fake_has_no_divergence(qp_type: QPType, scenario: Callable) -> None:
-    h = connected_fake(qp_type)
-    scenario(h)
-    h.quiet(0.01)
-    assert h.known == []
+    assert known_after(qp_type, scenario) == []
 
 
 #: (planted fault, scenario, QP types, rule)
