@@ -22,9 +22,10 @@ from hypothesis.errors import FlakyFailure
 
 from models.enums import QPState, QPType
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.lone import RETIRE_HOLD, CheckedQP, Checker
+from qpconform.engine.lone import CheckedQP, Checker
 from qpconform.engine.park import AFTER_END, Park
 from qpconform.engine.records import DivergenceList
+from qpconform.engine.retiring import RETIRE_HOLD
 from qpconform.engine.timing import DeliveryLog, Windows
 from qpconform.machines import lone as lone_machine
 from qpconform.machines.lone import NOT_REPEATED, MachineConfig, machine_settings, run_machine
@@ -74,10 +75,10 @@ def test_a_retired_qp_goes_after_its_hold_and_its_watch_is_noted() -> None:
     _flushed(chk)
     qp = chk.qps[0]
     qp.retire()
-    chk.collect()
+    chk.watch.collect()
     assert not qp.destroyed  # its hold has not passed
     time.sleep(RETIRE_HOLD * WINDOW + 0.02)
-    chk.collect()
+    chk.watch.collect()
     assert qp.destroyed and device.live == []
     assert qp.steps[-1]["verb"] == "destroy"
     closed = chk.delivery.closed["lone QP completion"]
@@ -104,7 +105,7 @@ def test_a_late_duplicate_on_a_retired_qp_is_judged_after_its_end(
     chk.qps[0].retire()
     time.sleep(WINDOW / 2 + 0.01)
     with pytest.raises(DivergenceError) as caught:
-        chk.collect()
+        chk.watch.collect()
     assert caught.value.record.context["after_end"] == AFTER_END
     assert device.live == []  # a retired QP that diverged is watched no more
 
@@ -126,13 +127,13 @@ def test_a_late_duplicate_on_a_qp_a_step_retired_is_found_inside_its_example(
     time.sleep(WINDOW / 2 + 0.01)
     if parked:  # the next example's poll reaches it; the park keeps what it found
         chk.park()
-        _checker(device, park).collect()
+        _checker(device, park).watch.collect()
         assert len(park.found) == 1
         with pytest.raises(DivergenceError) as caught:
             park.raise_found()
     else:
         with pytest.raises(DivergenceError) as caught:
-            chk.collect()
+            chk.watch.collect()
     assert (caught.value.record.context.get("after_end") == AFTER_END) is parked
     assert device.live == []
 
@@ -145,10 +146,10 @@ def test_a_parked_checker_is_polled_by_the_next_and_freed() -> None:
     first.park()
     assert first.parked and park.pairs and len(device.live) == 1
     second = _checker(device, park)
-    second.collect()
+    second.watch.collect()
     assert len(device.live) == 1  # held
     time.sleep(RETIRE_HOLD * WINDOW + 0.02)
-    second.collect()  # its poll reaches the parked checker, whose hold has passed
+    second.watch.collect()  # its poll reaches the parked checker, whose hold has passed
     assert device.live == [] and not park.pairs
     park.drain()
 
@@ -162,7 +163,7 @@ def test_a_late_divergence_in_a_parked_checker_is_kept_for_the_caller(
     _flushed(first)
     first.park()
     time.sleep(WINDOW / 2 + 0.01)
-    _checker(device, park).collect()  # not raised into the next checker's work
+    _checker(device, park).watch.collect()  # not raised into the next checker's work
     assert len(park.found) == 1 and device.live == []
     with pytest.raises(DivergenceError, match="not shrunk"):
         park.raise_found()

@@ -123,7 +123,7 @@ def test_a_parked_pair_is_observed_then_destroyed_and_its_last_window_noted() ->
     time.sleep(HOLD * 1.2)
     other = _pair(park, log)  # its steps' polls poll the park too
     other.query("a")
-    other.collect()
+    other.watch.collect()
     assert not park.pairs and h.ended and h.dev.closes == 1
     for kind in ("completion", "event"):
         assert log.closed[kind] and min(log.closed[kind]) >= HOLD
@@ -146,7 +146,7 @@ def test_a_late_forbidden_completion_in_a_parked_pair_is_a_recorded_divergence()
     deadline = time.monotonic() + 1.0
     while not park.found and time.monotonic() < deadline:
         other.query("a")  # each of its steps polls the parked pair too
-        other.collect()
+        other.watch.collect()
     assert len(park.found) == 1 and not park.pairs and h.dev.closes == 1
     assert len(sink.items) == 1
     d = sink.items[0]

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from models import readback, rules
+from models import rules
 from models.enums import STATES, Attr, QPState, QPType, WCStatus
 from models.outcomes import Expectation
 from models.qp import QPModel
@@ -38,23 +38,19 @@ from models.variant import variant as parse_variant
 from . import blame, returned, unmasked
 from .core import Engine
 from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType, VerbResult
-from .judge import DivergenceError, Judge, ReproducerWriter, StepRecorder
+from .judge import Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
 from .park import AFTER_END
 from .quirks import Quirks, reads_wrong
+from .read_back import ReadBack
 from .records import Divergence, DivergenceSink
+from .retiring import RetiringWatch, Roster
 from .text import describe_result, masked_attrs, outcome_tags
 from .timing import DeliveryLog
 from .track import Track
 
 S = QPState
 MUST_WAIT = 2.0
-#: A retired QP (its case or example ended: `CheckedQP.retire`) stays observed this many
-#: times its quiet window (widened by the run's lone deliveries) after its last step or
-#: delivery, then is destroyed: the wait costs nothing, the margin covers a delivery
-#: slower than any the run had seen when the window opened (siw 6.1: a 164 ms lone
-#: flush after 100 ms windows had closed, December 2026).
-RETIRE_HOLD = 2.0
 #: Values for fields a device's valid_attrs() may leave out.
 FALLBACK_ATTRS: dict[str, int] = {
     "en_sqd_async_notify": 1,
@@ -77,13 +73,13 @@ class CheckedQP:
         self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
         self.created = returned.created_of(handle)  # what create_qp and create_cq wrote back
-        self._followed: set[str] = set()  # returned fields a known divergence was seen in
+        self.read_back = ReadBack(checker, self.track, self.created)
         self.case_over = False  # retired when its case or example ended (not by a step)
 
     @property
     def retired(self) -> bool:
         """Its case or example is done with it; it is still observed (Checker.retire)."""
-        return self in self.checker._retired
+        return self in self.checker.roster.retired
 
     @property
     def qp_num(self) -> int:
@@ -125,15 +121,15 @@ class CheckedQP:
         # blocking replay, whose examples must repeat exactly) waits every window out
         draining = bool(step.get("device_sq_draining", 0))
         overlap = self.checker.parking is not None and self.track.overlap_events(exp, draining)
-        if not overlap and self.checker.serve_events(self.track, self.checker.must_wait):
+        if not overlap and self.checker.watch.serve_events(self.track, self.checker.must_wait):
             exp = self.model.modify(given, mask)  # what the wait delivered may change it
-        self.checker.avoid_hazard(self.track, exp, given, mask)
+        self.checker.verdict.avoid_hazard(self.track, exp, given, mask)
         res = self.handle.modify(given, mask)
         found = self.handle.query()
         self._conclude(exp, res, step, found.state, returned.query_rules(self.created, found))
         self._read_at = self.track.last()
-        self._check_readback(found, mask, res.accepted)
-        self._check_returned(found)
+        self.read_back.attributes(found, mask, res.accepted)
+        self.read_back.returned(found)
         return res
 
     def query(self) -> QueryResult:
@@ -143,43 +139,9 @@ class CheckedQP:
         self._conclude(exp, VerbResult(True), {}, found.state,
                        returned.query_rules(self.created, found))
         self._read_at = self.track.last()
-        self._check_readback(found, None, True)
-        self._check_returned(found)
+        self.read_back.attributes(found, None, True)
+        self.read_back.returned(found)
         return found
-
-    def _check_returned(self, found: QueryResult) -> None:
-        """query_qp's cur_qp_state and capabilities (engine/returned.py, models/returned.py)."""
-        if not self.broken:
-            returned.judge_query(self.checker, self.track, self.created, found,
-                                 self.track.last(), self._followed)
-
-    def _check_readback(self, found: QueryResult, mask: Attr | None, accepted: bool) -> None:
-        """Every attribute the model knows must read back as set (models/readback.py).
-
-        A field outside the modify's mask that changed, or any change by a refused
-        modify, breaks its own rule; a known divergence is followed (the model takes the
-        device's value) so one bug is reported once.
-        """
-        if self.broken or not found.attrs:
-            return
-        if mask is not None and self.model.stored.fields:  # what a reproducer checks
-            self.track.steps[-1]["readback"] = {
-                name: sorted(e.values) for name, e in self.model.stored.fields.items()
-            }
-        chk = self.checker
-        for name, exp, seen in self.model.stored.differences(found.attrs):
-            if not accepted:
-                rule = readback.READBACK_REFUSED
-            elif mask is None or readback.COMPARED[name] in mask:
-                rule = exp.rule
-            else:
-                rule = readback.READBACK_UNMASKED
-            d = chk.divergence(
-                self.track, "readback", rule, self.track.last(), exp.text(name),
-                f"query_qp {name}={seen}", [f"field={name}", *readback.direction(exp, seen)],
-            )
-            chk.diverge(self.track, d)
-            self.model.stored.follow(name, seen)
 
     def post_send(self, wr_id: int | None = None) -> VerbResult:
         """One signaled send WR (the checker picks a unique wr_id if none is given)."""
@@ -210,7 +172,7 @@ class CheckedQP:
             if not self.broken:
                 self.checker.serve([self])
         finally:
-            self._destroy_now()
+            self.destroy_now()
 
     def retire(self, case_over: bool = True) -> None:
         """The case or example is done with this QP: settle what is due (bounded), then
@@ -231,22 +193,22 @@ class CheckedQP:
         if self.broken or chk.parking is None:
             self.destroy()
             return
-        chk.poll_and_settle(chk.must_wait)  # an unknown divergence raises here
+        chk.watch.poll_and_settle(chk.must_wait)  # an unknown divergence raises here
         if self.track.quiet_from is None:
             self.destroy()  # no window open: nothing left to watch
             return
-        chk.retire(self)
+        chk.roster.retire(self)
 
-    def _destroy_now(self) -> None:
+    def destroy_now(self) -> None:
         """destroy_qp on model and device, logged; the QP is no longer observed."""
         if self.destroyed:
             return
         exp = self.model.destroy()
         self.handle.destroy()
         self.model.apply(exp, True)
-        self.checker.log_step(self.track, exp, VerbResult(True), {})
+        self.checker.log.step(self.track, exp, VerbResult(True), {})
         self.destroyed = True
-        self.checker.forget(self)
+        self.checker.roster.forget(self)
 
     def check_state(self, unless_read: bool = False) -> None:
         """Query the device (not logged as a step): its state must be the model's.
@@ -255,32 +217,21 @@ class CheckedQP:
         """
         if unless_read and self._read_at == self.track.last():
             return
-        found = self.handle.query().state
-        if found in self.model.reported():
-            self._note_name(self.model.state, found)
-            return
-        if found != self.model.state:
-            chk, origin = self.checker, self.track.last()
-            d = chk.divergence(
-                self.track, "state", rules.QUERY, origin,
-                expected=f"state {self.model.state.name}", observed=f"state {found.name}",
-                tags=[f"state={found.name}"], verb="query", attrs={}, mask=[],
-            )
-            if not reads_wrong(chk.diverge(self.track, d)):
-                chk.follow_state(self.track, found, origin)
+        self.read_back.state(self.handle.query().state)
 
     def _conclude(
         self, exp: Expectation, res: VerbResult, step: dict[str, Any], seen: QPState | None,
         also: tuple[Rule, ...] = (),
     ) -> None:
         chk = self.checker
-        chk.note(self.track, exp, also=also)
-        idx, known = chk.conclude(self.track, exp, res, step, seen)
+        chk.log.note(self.track, exp, also=also)
+        idx, known = chk.verdict.conclude(self.track, exp, res, step, seen)
         want = exp.state_after(res.accepted)
         if seen is not None and seen in self.model.reported(want):
-            self._note_name(want, seen)
+            self.read_back.named(want, seen)
             seen = want
-        if seen is not None and seen != want and res.accepted and self._landed(exp, seen, idx):
+        elsewhere = seen is not None and seen != want and res.accepted
+        if elsewhere and self.read_back.landed(exp, seen, idx):
             seen = want = self.model.state
         if seen is not None and seen != want:  # also after a known outcome: its own divergence
             d = chk.divergence(
@@ -293,29 +244,9 @@ class CheckedQP:
             )
             known = quirk or known
             if not reads_wrong(quirk):
-                chk.follow_state(self.track, seen, idx)
-        chk.flush_notes("known" if known else "match")
-        chk.collect_events(self.track)
-
-    def _note_name(self, want: QPState, seen: QPState) -> None:
-        """query_qp named a QP in `want` `seen`, one of the names the variant allows for it
-        (iwarp: IDLE entered as RESET or RTR may read back as INIT): which name a device
-        uses is its choice, recorded for the report's characteristics."""
-        rule = self.model.table.naming_rule(want)
-        if rule is not None:
-            self.checker.record_choice(
-                rule, "as the state asked for" if seen == want else f"as {seen.name}"
-            )
-
-    def _landed(self, exp: Expectation, seen: QPState, idx: int) -> bool:
-        """An accepted modify left the QP in another state its "may" rule allows (iwarp: a
-        driver that ignores the move): the model follows the device there (the choice of
-        outcome is already recorded by `conclude`)."""
-        for state in exp.may_land:
-            if seen in self.model.reported(state):
-                self.checker.follow_state(self.track, state, idx)
-                return True
-        return False
+                chk.verdict.follow_state(self.track, seen, idx)
+        chk.log.flush_notes("known" if known else "match")
+        chk.watch.collect_events(self.track)
 
     # --------------------------------------------------------------------- bring-up
     def valid_attrs(self) -> dict[str, int]:
@@ -454,9 +385,9 @@ class Checker(Engine):
         self.completion_window = settle_window
         self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait
-        self._live: list[CheckedQP] = []
-        #: QPs their case or example is done with, observed until their hold has passed
-        self._retired: list[CheckedQP] = []
+        #: the QPs observed: open, or retired until their hold has passed (retiring.py)
+        self.roster: Roster[CheckedQP] = Roster(self, self.windows)
+        self.watch = RetiringWatch(self, self.log, self.windows, self.match, self.roster)
         self.parked = False  # its test or example ended; its retired QPs are still observed
         self.diverged = False  # an unknown divergence was raised (the model may be off)
         self._wr_ids = itertools.count(1)
@@ -474,14 +405,14 @@ class Checker(Engine):
     @property
     def qps(self) -> list[CheckedQP]:
         """The QPs still open."""
-        return list(self._live)
+        return list(self.roster.live)
 
     def open_qp(self, qp_type: QPType) -> CheckedQP:
         """A new QP in RESET with its model (raises UnsupportedQPType)."""
         qp_type = QPType(qp_type)
         handle = self.device.create_qp(qp_type)
         qp = CheckedQP(self, handle, QPModel(qp_type, self.variant, self.device.caps))
-        self._live.append(qp)
+        self.roster.live.append(qp)
         returned.judge_created(self, qp.track, qp.created)  # what create wrote back
         return qp
 
@@ -516,83 +447,41 @@ class Checker(Engine):
         """A wr_id never used before in this checker."""
         return next(self._wr_ids)
 
-    def forget(self, qp: CheckedQP) -> None:
-        """A QP was destroyed: stop observing it."""
-        for where in (self._live, self._retired):
-            if qp in where:
-                where.remove(qp)
-
-    def retire(self, qp: CheckedQP) -> None:
-        """`qp` is done with but still owes a quiet window (CheckedQP.retire): observe it
-        until its hold has passed, then destroy it."""
-        self.forget(qp)
-        self._retired.append(qp)
-
-    def retire_hold(self) -> float:
-        """How long a retired QP stays observed after its last step or delivery: RETIRE_HOLD
-        times the longer of its windows, as widened by the run's lone deliveries (asked at
-        every poll: it follows the tail)."""
-        return RETIRE_HOLD * max(self._window("completion"), self._window("event"))
-
-    def collect(self) -> None:
-        """Poll every QP (Engine.collect), then destroy the retired ones whose hold had
-        passed when the poll began; the time each was watched after its last step or
-        delivery is noted as the window that ended its observation."""
-        began = time.monotonic()
-        try:
-            super().collect()
-        except DivergenceError:  # a retired QP that diverged is watched no more
-            for qp in [q for q in self._retired if q.broken]:
-                qp._destroy_now()
-            raise
-        if self._retired:
-            hold = self.retire_hold()
-            self._reap([q for q in self._retired if began >= q.track.active_at + hold], began)
-
-    def _reap(self, qps: list[CheckedQP], now: float) -> None:
-        for qp in qps:
-            observed = now - qp.track.active_at
-            if qp.track.quiet_len > 0.0:
-                self.delivery.note_closed(self._kind("completion"), observed)
-            if qp.track.events_len > 0.0:
-                self.delivery.note_closed(self._kind("event"), observed)
-            qp._destroy_now()
-
     def park(self) -> None:
         """The test or example ended: retire every open QP (settled, not waited out). While
         some stay observed the checker is parked (`parking`): later checkers' polls keep
         them watched, and the park destroys them when their hold has passed."""
-        for qp in list(self._live):
+        for qp in list(self.roster.live):
             qp.retire()
-        if self._retired and self.parking is not None and not self.parked:
+        if self.roster.retired and self.parking is not None and not self.parked:
             self.parked = True
             self.parking.add(self)
 
     # ------------------------------------------------------- parked (qpconform/engine/park.py)
     def park_poll(self) -> None:
         """One poll of the retired QPs (an unknown divergence raises DivergenceError)."""
-        self.collect()
+        self.watch.collect()
 
     def park_close(self, observed: float) -> None:
         """Destroy what is left; `observed` > 0: its hold has passed, each QP's own watch is
         noted (0: released unjudged, nothing noted)."""
         if observed > 0.0:
-            self._reap(list(self._retired), time.monotonic())
+            self.roster.reap(list(self.roster.retired), time.monotonic())
         self.close()
 
     def last_active(self) -> float:
         """time.monotonic() of the last step or delivery of its retired QPs."""
-        return max((q.track.active_at for q in self._retired), default=0.0)
+        return self.roster.last_active()
 
     def park_hold(self) -> float:
-        return self.retire_hold()
+        return self.roster.hold()
 
     def divergence(self, track: Track, kind: str, rule: Rule, origin: int, expected: str,
                    observed: str, tags: list[str], **override: Any) -> Divergence:
         """The engine's record; one found in a retired QP whose case or example had ended
         says so (one a running example's step retired is found inside that example)."""
         d = super().divergence(track, kind, rule, origin, expected, observed, tags, **override)
-        if any(q.track is track and (q.case_over or self.parked) for q in self._retired):
+        if any(q.track is track and (q.case_over or self.parked) for q in self.roster.retired):
             d.context["after_end"] = AFTER_END
         return d
 
@@ -602,9 +491,9 @@ class Checker(Engine):
         Every QP is tried even if one fails; the first failure is raised at the end.
         """
         failure: Exception | None = None
-        for qp in [*self._live, *self._retired]:
+        for qp in [*self.roster.live, *self.roster.retired]:
             qp.destroyed = True
-            self.forget(qp)
+            self.roster.forget(qp)
             try:
                 qp.handle.destroy()
             except Exception as exc:  # keep destroying the others
@@ -621,25 +510,25 @@ class Checker(Engine):
         that length now. Anything due gets at most must_wait; then it is a divergence.
         """
         if window is None:
-            self.poll_and_settle(self.must_wait)
+            self.watch.poll_and_settle(self.must_wait)
         else:
-            self.observe(window, self.must_wait)
-            self.note_watched()
+            self.watch.observe(window, self.must_wait)
+            self.log.note_watched()
             for track in self.tracks():
                 track.close_quiet()
 
     def serve(self, qps: list[CheckedQP] | None = None) -> None:
         """Wait out the open quiet windows of `qps` (default: all), polling every QP."""
         tracks = None if qps is None else [q.track for q in qps]
-        self.serve_quiet(self.must_wait, tracks)
+        self.watch.serve_quiet(self.must_wait, tracks)
 
     # -------------------------------------------------------------- the rule set's part
     def tracks(self) -> list[Track]:
-        return [q.track for q in (*self._live, *self._retired)]
+        return self.roster.tracks()
 
     def on_unknown(self, track: Track) -> None:
         self.diverged = True
-        self.flush_notes("divergence")
+        self.log.flush_notes("divergence")
 
     def explain_completion(self, track: Track, wc: Completion) -> bool:
         """A started send or a queued receive completing on its own: the model learns it."""
@@ -667,6 +556,6 @@ class Checker(Engine):
         origin = track.last()
         track.ledger.done[wc.wr_id] = Because(exp.rule, origin)
         track.ledger.expect(exp, origin, skip=1)
-        self.note(track, exp)
-        self.flush_notes("match")
+        self.log.note(track, exp)
+        self.log.flush_notes("match")
         return True

@@ -245,11 +245,11 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         if outside:  # a reproducer sets them too: a driver may wrongly read them
             step["unmasked"] = outside
         if not self._unpolled:  # a late event of the last move first
-            self.serve_events(self.ends[side], self.bound)
+            self.watch.serve_events(self.ends[side], self.bound)
         if qp.state == S.SQD:  # is the device's drain still running? (quirk context)
             step["device_sq_draining"] = int(bool(self.dev.end(side).query().sq_draining))
         exp = self.model.modify(side, attrs, mask)
-        self.avoid_hazard(self.ends[side], exp, attrs, Attr(int(mask)))
+        self.verdict.avoid_hazard(self.ends[side], exp, attrs, Attr(int(mask)))
         res = self.dev.end(side).modify(attrs, mask)
         self.note_end_flush(side, exp)
         self.cm_step(side, exp, res, step, resumed=held)
@@ -316,7 +316,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         finally:
             self.model.burst = None
         self.settle()
-        self.flush_notes("known" if len(self.known) > known_before else "match")
+        self.log.flush_notes("known" if len(self.known) > known_before else "match")
 
     def post_recv(self, side: str, short: bool = False, bad_lkey: bool = False) -> int:
         """One receive WR where the end takes its receives from (its SRQ, if it has one,
@@ -388,19 +388,19 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         it: 35 of 314 such windows, 151-370 ms against a 412 ms completion), and every such
         run would read "timing unsure". The sound end is to keep the destroyed end's CQs
         observed like a parked pair's (the adapters destroy them with the QP): not done."""
-        window = self.delivery.window(self._kind("completion"), self.quiet_window)
+        window = self.delivery.window(self.windows.kind("completion"), self.quiet_window)
         left = window - (time.monotonic() - self.active_at)
-        self.wait(max(0.0, left), 0.0)  # polls at least once: nothing may be lost
+        self.watch.wait(max(0.0, left), 0.0)  # polls at least once: nothing may be lost
         track = self.ends[side]
         exp = self.model.destroy(side)
         self.dev.end(side).destroy()  # its bystander, if any, with it
         self.model.apply(side, exp, True)
-        self.log_step(track, exp, VerbResult(True), {})
-        self.note(track, exp)
+        self.log.step(track, exp, VerbResult(True), {})
+        self.log.note(track, exp)
         self.bystanders.pop(side, None)
         self._fresh(side)
         self._wire()
-        self.flush_notes("match")
+        self.log.flush_notes("match")
 
     def recreate(self, side: str) -> None:
         """A new QP for a destroyed end, in RESET."""
@@ -469,7 +469,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             assert isinstance(self.model, iwarp_pair.IwarpPairModel)
             self._book(self.model.establish())
             self.settle()
-            self.flush_notes("match")
+            self.log.flush_notes("match")
             return
         for st in (S.INIT, S.RTR, S.RTS):
             for side in SIDES:
@@ -505,7 +505,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         completion the transport's timers decide gets `TIMER_BOUND` at least)."""
         if bound is None:
             bound = self._timer_wait() if self._timer_due() else self.bound
-        self.observe(0.0, bound)
+        self.watch.observe(0.0, bound)
         self._follow_not_started()
         self.check_memory()  # before the states: a stray byte is the harm itself
         self._check_states()
@@ -531,10 +531,10 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         then, against the step that forbade it; only the pair's end (`park`, `close`)
         ends its observation."""
         if window is None:
-            window = self.delivery.window(self._kind("completion"), self.quiet_window)
-        self.observe(window, 0.0)
+            window = self.delivery.window(self.windows.kind("completion"), self.quiet_window)
+        self.watch.observe(window, 0.0)
         self.decide_too_long(watched=True)  # a too-long message met no error in the window
-        self.note_watched()
+        self.log.note_watched()
         self.check_memory(commit=True)
         self._check_states()
 
@@ -550,7 +550,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         WIDEN_MARGIN times the run's slowest pair delivery when longer (at most PARK_LIMIT
         times the bound). Asked at every poll of the park: it follows the tail."""
         bound = self.delivery.cap or self.bound
-        tail = max(self.delivery.slowest(self._kind(k)) for k in KINDS)
+        tail = max(self.delivery.slowest(self.windows.kind(k)) for k in KINDS)
         return max(PARK_BASE * bound, min(PARK_LIMIT * bound, WIDEN_MARGIN * tail))
 
     def park(self) -> None:
@@ -571,7 +571,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         """One poll of a parked pair; an event divergence it defers is raised here (its
         test has ended: nothing calls finish() again)."""
         deferred = len(self.judge.deferred)
-        self.collect()
+        self.watch.collect()
         if len(self.judge.deferred) > deferred:
             new = self.judge.deferred[deferred:]
             raise DivergenceError(new[0], new[1:])
@@ -581,7 +581,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         window that ended its observation (both kinds: its CQs and its events)."""
         if observed > 0.0:
             for kind in KINDS:
-                self.delivery.note_closed(self._kind(kind), observed)
+                self.delivery.note_closed(self.windows.kind(kind), observed)
         self.close()
 
     def last_active(self) -> float:
@@ -631,7 +631,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         return [other] if other is not None and other is not track else []
 
     def on_unknown(self, track: Track) -> None:
-        self.flush_notes("divergence")
+        self.log.flush_notes("divergence")
 
     def on_known_missing(self, track: Track, wr_ids: list[int], quirk: Quirk) -> None:
         if quirk.instead == SENDS_WAIT_FOR_DOORBELL and track.side is not None:
@@ -668,7 +668,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         if rule.kind != MAY or wc.byte_len not in values:
             return
         key = f"{track.qp_type.name} {wc.opcode.name}"
-        self.choose(track, rule, f"byte_len={wc.byte_len}", track.last(), key)
+        self.verdict.choose(track, rule, f"byte_len={wc.byte_len}", track.last(), key)
 
     def _status_choice(self, track: Track, wc: Completion, expected: Any) -> None:
         """A completion whose status a "may" rule lets the device choose (an RC request its
@@ -679,7 +679,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             return
         rule = allowed[1]
         key = f"{track.qp_type.name} {rule.id}"
-        self.choose(track, rule, f"status={wc.status.name}", track.last(), key)
+        self.verdict.choose(track, rule, f"status={wc.status.name}", track.last(), key)
 
     def _early_last_wqe(self, track: Track, event: EventType) -> bool:
         """Is this Last WQE Reached of an SRQ's QP nobody owes yet, perhaps because the
@@ -703,7 +703,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         self._sync_state(track.side)
         self._retrying = True
         try:
-            self.on_completion(track, wc)
+            self.match.completion(track, wc)
         finally:
             self._retrying = False
         return True
@@ -725,7 +725,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             for c in sorted(self.dev.end(side).poll(), key=lambda c: c.queue != "send"):
                 target = self.route(track, c)
                 if target is not None:
-                    self.on_completion(target, c)
+                    self.match.completion(target, c)
         unfinished = [
             d for d in track.ledger.due["send"] if d.completion.status == WCStatus.SUCCESS
         ]
@@ -754,9 +754,9 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         also: tuple[Rule, ...] = (),
     ) -> None:
         track = self.ends[side]
-        self.note(track, exp, also=also)  # `also`: rules the step checks beyond exp's
+        self.log.note(track, exp, also=also)  # `also`: rules the step checks beyond exp's
         known_before = len(self.known)
-        idx, _ = self.conclude(track, exp, res, step)
+        idx, _ = self.verdict.conclude(track, exp, res, step)
         if res.accepted:
             if exp.state_if_accepted != exp.state_before:
                 self.end_state[side].state_because = Because(exp.rule, idx)
@@ -774,7 +774,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             self.settle()
         finally:
             self._rewind = None
-        self.flush_notes("known" if len(self.known) > known_before else "match")
+        self.log.flush_notes("known" if len(self.known) > known_before else "match")
 
     def _wire(self) -> None:
         """Book what the wire did to every send it could finish, under its rule and step;
@@ -787,7 +787,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             state = self.model.qp(side).state
             waits = Expectation("wire", Outcome.ACCEPT, RC_RNR_WAITING, state, state,
                                 checked=(RC_RNR_WAITING,))
-            self.note(self.ends[side], waits)
+            self.log.note(self.ends[side], waits)
 
     def _with_source(self, side: str, requester: str, exp: Expectation) -> Expectation:
         """A UD receive's expectation naming the sender's QP number, which its completion
@@ -816,7 +816,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             for side, exp in ws.effects:
                 exp = self._with_source(side, ws.requester, exp)
                 also = (ws.forbidden_rule,) if side in ws.forbidden else ()
-                self.note(self.ends[side], exp, ws.rule, also)
+                self.log.note(self.ends[side], exp, ws.rule, also)
                 self.ends[side].ledger.expect(exp, origin, ws.rule, tags)
                 if resumed and self._rewind is not None:
                     self._rewind.booked |= {(side, c.wr_id) for c in exp.completions}

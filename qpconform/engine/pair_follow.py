@@ -96,7 +96,7 @@ class PairFollowing:
             )
             quirk = self.diverge(track, d)
             if quirk is not None and not reads_wrong(quirk):
-                self.follow_state(track, got.state, track.last())
+                self.verdict.follow_state(track, got.state, track.last())
                 mine.state_because = Because(STATE_RULE, track.last())
         elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
             d = self.divergence(

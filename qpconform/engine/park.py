@@ -7,7 +7,7 @@ event) and arrives after that is never seen. A short blocking window before the
 close is "unsure" on a loaded host, where an error-path completion can take most of
 a second; a window of the must-wait bound before every close would cost that much
 per case. So a finished pair is parked instead: its CQs and event channel are
-polled at every poll of the other QPs the process checks (Engine.collect), and it is
+polled at every poll of the other QPs the process checks (Watch.collect), and it is
 destroyed at the first poll after its hold (`park_hold`) has passed since its last step or
 delivery. That observation, from the last step to the last poll, is the window the
 run notes as having ended an observation (DeliveryLog.note_closed), so the verdict's

@@ -86,7 +86,7 @@ def judge_query(
         if cur in allowed:
             if found.state != QPState.RESET:  # in RESET both choices read the same
                 how = "as qp_state" if cur == found.state else "RESET (not written)"
-                chk.record_choice(returned.CUR_STATE, how)
+                chk.log.record_choice(returned.CUR_STATE, how)
         else:
             shown = "|".join(QPState(v).name for v in sorted(allowed))
             misses.append((returned.CUR_STATE, "cur_qp_state", shown, cur))

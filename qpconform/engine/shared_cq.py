@@ -131,9 +131,9 @@ class SharedCQ:
     def _bystander_step(
         self, track: Track, exp: Expectation, res: VerbResult, step: dict[str, Any]
     ) -> None:
-        self.note(track, exp, also=(QP_NUM,))
+        self.log.note(track, exp, also=(QP_NUM,))
         known_before = len(self.known)
-        idx, _ = self.conclude(track, exp, res, step)
+        idx, _ = self.verdict.conclude(track, exp, res, step)
         if exp.verb == "modify":
             self._compare_bystander_state(track, _state_rule(exp), idx)
             if self._unpolled and res.accepted and track.model.state == S.RESET:
@@ -142,7 +142,7 @@ class SharedCQ:
         if self._unpolled:
             return
         self.settle()
-        self.flush_notes("known" if len(self.known) > known_before else "match")
+        self.log.flush_notes("known" if len(self.known) > known_before else "match")
 
     def _compare_bystander_state(self, track: Track, rule: Any, origin: int) -> None:
         """query_qp of a bystander after its modify, compared with its model."""
@@ -155,7 +155,7 @@ class SharedCQ:
         )
         quirk = self.diverge(track, d)
         if quirk is not None and not reads_wrong(quirk):  # a read-back quirk: the QP did move
-            self.follow_state(track, got.state, origin)
+            self.verdict.follow_state(track, got.state, origin)
 
     # ------------------------------------------------------------------- not polling
     @contextmanager
@@ -171,7 +171,7 @@ class SharedCQ:
             self._unpolled = False
             self.polls_held_until = time.monotonic()
         self.settle()
-        self.flush_notes("known" if len(self.known) > known_before else "match")
+        self.log.flush_notes("known" if len(self.known) > known_before else "match")
 
     def pause(self, seconds: float = UNPOLLED_PAUSE) -> None:
         """Wait without polling (in an `unpolled` block: a flush reaches the CQ)."""
@@ -201,7 +201,7 @@ class SharedCQ:
     def note_rules(self, track: Track, verb: str, rule_ids: list[str]) -> None:
         """Queue a run-record step that checks `rule_ids` on `track`'s QP."""
         state = track.model.state.name
-        self._pending.append((track.qp_type.name, verb, state, None, rule_ids))
+        self.log.pending.append((track.qp_type.name, verb, state, None, rule_ids))
 
     # ------------------------------------------------------------------------ routing
     def _group(self, track: Track) -> list[Track]:
@@ -233,7 +233,7 @@ class SharedCQ:
             f"completion {completion_text(wc)} naming qp_num 0x{wc.qp_num:x} ({who})",
             [f"queue={wc.queue}", f"qp_num_of={who}"],
         )
-        self.on_completion(target, wc)
+        self.match.completion(target, wc)
         self.diverge(target, d)
         return None
 

@@ -145,14 +145,14 @@ class TooLongChoice:
         head = qp.recvs[0]
         origin = track.last()
         exp = self.model.too_long_completed(side, head)
-        self.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
+        self.log.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
         track.ledger.expect(exp, origin, UNRELIABLE_RECV_TOO_SHORT, (f"recv_wr={head}",))
         self.end_state[side].state_because = Because(exp.rule, origin)
         track.moved(exp.state_before, qp.state, origin)
         self._chose(track, TOO_LONG_ERROR, origin)
         self._retrying = True
         try:
-            self.on_completion(track, wc)  # type: ignore[attr-defined]
+            self.match.completion(track, wc)  # type: ignore[attr-defined]
         finally:
             self._retrying = False
 
@@ -163,7 +163,7 @@ class TooLongChoice:
         if not self.model.undecided or self._unpolled or self.model.burst is not None:
             return
         if not watched:
-            self.observe(self.quiet_window, 0.0)  # type: ignore[attr-defined]
+            self.watch.observe(self.quiet_window, 0.0)  # type: ignore[attr-defined]
         if not self.model.undecided:  # it came: explain_too_long followed the device
             return
         side = sorted(self.model.undecided)[0][0]
