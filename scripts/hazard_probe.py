@@ -38,7 +38,7 @@ def main(name: str) -> int:
         try:
             qp = checker.open_qp(QPType.RC)
             qp.bring_to(QPState.SQD)
-            attrs, mask = qp.transition_attrs(QPState.SQD)
+            attrs, mask = qp.values.transition_attrs(QPState.SQD)
             attrs["max_dest_rd_atomic"] = 16
             try:
                 res = qp.modify(attrs, mask | Attr.MAX_DEST_RD_ATOMIC)

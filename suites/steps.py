@@ -63,7 +63,7 @@ def check_session(
 # ------------------------------------------------------------------------- steps
 def step_to(qp: CheckedQP, nxt: QPState) -> None:
     """One modify to nxt with valid attributes and the exactly-required mask."""
-    qp.modify(*qp.transition_attrs(nxt))
+    qp.modify(*qp.values.transition_attrs(nxt))
 
 
 def bring_to(qp: CheckedQP, state: QPState) -> None:
@@ -86,7 +86,7 @@ def run_modify_case(qp: CheckedQP, device: Device, case: Case) -> None:
     (one bounded wait per case instead of two; its quiet window overlaps the next case).
     """
     bring_to(qp, case.cur)
-    attrs = qp.attrs_for(case.mask, case.nxt)  # valid values of the mask's fields
+    attrs = qp.values.attrs_for(case.mask, case.nxt)  # valid values of the mask's fields
     attrs.update(case.overrides(device.caps))
     qp.modify(attrs, case.mask)  # outside the mask: the checker's fill (unmasked.Keyed)
 

@@ -71,7 +71,7 @@ def test_drain_after_a_refused_send_and_a_reset(
     qp.bring_to(QPState.RESET)
     qp.bring_to(QPState.RTS)
     mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-    attrs = qp.attrs_for(mask, QPState.SQD)
+    attrs = qp.values.attrs_for(mask, QPState.SQD)
     attrs["en_sqd_async_notify"] = 1
     qp.modify(attrs, mask)
     qp.settle()

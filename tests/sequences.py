@@ -19,7 +19,7 @@ def drain(qp: CheckedQP, notify: bool) -> None:
     """Up to RTS, then RTS->SQD with EN_SQD_ASYNC_NOTIFY = notify."""
     qp.bring_to(S.RTS)
     mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-    attrs = qp.attrs_for(mask, S.SQD)
+    attrs = qp.values.attrs_for(mask, S.SQD)
     attrs["en_sqd_async_notify"] = int(notify)
     qp.modify(attrs, mask)
 
@@ -27,7 +27,7 @@ def drain(qp: CheckedQP, notify: bool) -> None:
 def init_to_rts(qp: CheckedQP) -> None:
     """INIT->RTS, an invalid transition, with the INIT->RTR mask."""
     qp.bring_to(S.INIT)
-    attrs, mask = qp.transition_attrs(S.RTR)
+    attrs, mask = qp.values.transition_attrs(S.RTR)
     attrs["qp_state"] = int(S.RTS)
     qp.modify(attrs, mask)
 
@@ -35,7 +35,7 @@ def init_to_rts(qp: CheckedQP) -> None:
 def extra_bit_without_state(qp: CheckedQP) -> None:
     """In INIT, a modify without STATE carrying SQ_PSN, which INIT->INIT does not allow."""
     qp.bring_to(S.INIT)
-    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
+    qp.modify(qp.values.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)
 
 
 #: A valid value for every modify field (model-only tests: no device caps to consult).

@@ -246,8 +246,8 @@ def _modify(cur: QPState, nxt: QPState, extra: Attr = NO_BITS, **values: int
     """Bring a QP to `cur`, then cur->nxt with the required mask | extra, and `values`."""
     def sequence(qp: CheckedQP) -> None:
         steps.bring_to(qp, cur)
-        attrs, mask = qp.transition_attrs(nxt)
-        attrs.update(qp.attrs_for(mask | extra, nxt))
+        attrs, mask = qp.values.transition_attrs(nxt)
+        attrs.update(qp.values.attrs_for(mask | extra, nxt))
         attrs.update(values)
         qp.modify(attrs, mask | extra)
     return sequence
@@ -269,7 +269,7 @@ def _drained_event(qp: CheckedQP) -> None:
 def _reset_then_init(qp: CheckedQP) -> None:
     qp.bring_to(S.INIT)
     qp.bring_to(S.RESET)
-    qp.modify(*qp.transition_attrs(S.INIT))
+    qp.modify(*qp.values.transition_attrs(S.INIT))
 
 
 def _flush_then_reset(qp: CheckedQP) -> None:
@@ -435,8 +435,8 @@ def test_irdma_errors_a_new_qp_on_reset_to_reset_too() -> None:
     run = RUNS["irdma"]
     checker = _checker(run.device(), run.quirks())
     qp = _qp(checker)
-    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
-    qp.modify(*qp.transition_attrs(S.INIT))
+    qp.modify(qp.values.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    qp.modify(*qp.values.transition_attrs(S.INIT))
     checker.close()
     assert [d.known_quirk for d in checker.known] == ["irdma.reset_is_hw_error_reinit_refused"]
     assert checker.known[0].context["after"] == ["RESET->RESET"]

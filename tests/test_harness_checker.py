@@ -60,7 +60,7 @@ def _checker(device: FakeDevice, **kw: Any) -> Checker:
 
 def _init_to_rts(qp: Any) -> None:
     qp.bring_to(S.INIT)
-    attrs, mask = qp.transition_attrs(S.RTR)
+    attrs, mask = qp.values.transition_attrs(S.RTR)
     attrs["qp_state"] = int(S.RTS)
     qp.modify(attrs, mask)
 
@@ -93,9 +93,9 @@ def test_path_to_goes_through_reset_when_it_must() -> None:
     checker = _checker(FakeDevice())
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(S.ERR)
-    assert qp.path_to(S.RTS) == [S.RESET, S.INIT, S.RTR, S.RTS]
+    assert qp.values.path_to(S.RTS) == [S.RESET, S.INIT, S.RTR, S.RTS]
     with pytest.raises(ValueError):
-        qp.path_to(S.SQE)
+        qp.values.path_to(S.SQE)
     checker.close()
 
 
@@ -319,7 +319,7 @@ def test_delivery_delays_are_measured_for_completions_and_events() -> None:
     qp2 = chk.open_qp(QPType.UD)
     qp2.bring_to(QPState.RTS)
     mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-    qp2.modify({**qp2.attrs_for(mask, QPState.SQD), "en_sqd_async_notify": 1}, mask)
+    qp2.modify({**qp2.values.attrs_for(mask, QPState.SQD), "en_sqd_async_notify": 1}, mask)
     qp2.settle()  # SQ_DRAINED required
     chk.close()
     summary = log.summary()  # a lone QP's flushes: scoped apart from a pair's deliveries
@@ -336,14 +336,14 @@ def test_the_after_context_names_a_modify_into_the_state_the_qp_was_in() -> None
     checker = Checker(FakeDevice(), settle_window=0.0, must_wait=0.0, sink=DivergenceList())
     qp = checker.open_qp(QPType.RC)
     assert qp.track.context(qp.track.last())["after"] == []
-    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    qp.modify(qp.values.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
     assert qp.track.context(qp.track.last())["after"] == ["RESET->RESET"]
     qp.bring_to(S.INIT)
     qp.bring_to(S.RESET)
     assert qp.track.context(qp.track.last())["after"] == ["INIT->RESET", "RESET->INIT"]
-    qp.modify(qp.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
+    qp.modify(qp.values.attrs_for(Attr.STATE, S.RESET), Attr.STATE)
     after = qp.track.context(qp.track.last())["after"]
     assert after == ["INIT->RESET", "RESET->INIT", "RESET->RESET"]
-    qp.modify(qp.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)  # refused: no entry into anything
+    qp.modify(qp.values.attrs_for(Attr.SQ_PSN), Attr.SQ_PSN)  # refused: no entry into anything
     assert qp.track.context(qp.track.last())["after"] == after
     checker.close()

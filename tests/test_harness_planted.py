@@ -137,7 +137,7 @@ def _checker(device: FakeDevice) -> Checker:
 
 
 def _missing_pkey(qp: CheckedQP) -> None:
-    attrs, mask = qp.transition_attrs(S.INIT)
+    attrs, mask = qp.values.transition_attrs(S.INIT)
     qp.modify(attrs, mask & ~Attr.PKEY_INDEX)
 
 
@@ -158,34 +158,34 @@ def _post_then(*moves: QPState, recvs: int = 1, send: bool = False) -> Callable[
 def _sqd_again(qp: CheckedQP) -> None:
     drain(qp, True)
     qp.settle()
-    qp.modify(*qp.transition_attrs(S.SQD))
+    qp.modify(*qp.values.transition_attrs(S.SQD))
     qp.settle()
 
 
 def _sqd_again_then_rts(qp: CheckedQP) -> None:
     """SQD->SQD, then back to RTS: the second SQ_DRAINED comes only after that."""
     _sqd_again(qp)
-    qp.modify(*qp.transition_attrs(S.RTS))
+    qp.modify(*qp.values.transition_attrs(S.RTS))
     qp.settle()
 
 
 def _pkey_out_of_range(qp: CheckedQP) -> None:
-    attrs, mask = qp.transition_attrs(S.INIT)
+    attrs, mask = qp.values.transition_attrs(S.INIT)
     attrs["pkey_index"] = qp.checker.device.caps.pkey_tbl_len
     qp.modify(attrs, mask)
 
 
 def _timeout_outside_the_mask(qp: CheckedQP) -> None:
     qp.bring_to(S.RTS)
-    attrs, mask = qp.transition_attrs(S.RTS)  # RTS->RTS: STATE only, timeout unmasked
-    qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
+    attrs, mask = qp.values.transition_attrs(S.RTS)  # RTS->RTS: STATE only, timeout unmasked
+    qp.modify(qp.values.with_unmasked(attrs, mask, "other"), mask)
 
 
 def _attribute_only_from_init(qp: CheckedQP) -> None:
     """A legal modify without STATE (INIT->INIT, ACCESS_FLAGS), qp_state left 0 outside the
     mask as libibverbs leaves it for a kernel driver."""
     qp.bring_to(S.INIT)
-    qp.modify(qp.attrs_for(Attr.ACCESS_FLAGS), Attr.ACCESS_FLAGS, unmasked.uniform("zero"))
+    qp.modify(qp.values.attrs_for(Attr.ACCESS_FLAGS), Attr.ACCESS_FLAGS, unmasked.uniform("zero"))
 
 
 def _flush_then_wait(qp: CheckedQP) -> None:

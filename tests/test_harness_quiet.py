@@ -153,7 +153,7 @@ def test_a_late_event_is_judged_against_the_move_that_raised_it() -> None:
     qp = checker.open_qp(QPType.RC)
     drain(qp, True)
     qp.settle()
-    qp.modify(*qp.transition_attrs(S.SQD))
+    qp.modify(*qp.values.transition_attrs(S.SQD))
     with pytest.raises(DivergenceError) as err:
         qp.bring_to(S.RTS)
         checker.settle(EVENTS)
@@ -171,7 +171,7 @@ def _parking(device: FakeDevice) -> Checker:
 
 def _timed_modify(qp: CheckedQP, nxt: QPState) -> float:
     start = time.monotonic()
-    qp.modify(*qp.transition_attrs(nxt))
+    qp.modify(*qp.values.transition_attrs(nxt))
     return time.monotonic() - start
 
 
@@ -185,7 +185,7 @@ def test_a_modify_that_judges_events_alike_overlaps_the_event_window() -> None:
     qp.bring_to(S.ERR)
     assert qp.track.events_left() > EVENTS / 2
     start = time.monotonic()
-    qp.modify(qp.attrs_for(Attr.STATE, S.RTS), Attr.STATE)  # ERR->RTS: refused
+    qp.modify(qp.values.attrs_for(Attr.STATE, S.RTS), Attr.STATE)  # ERR->RTS: refused
     assert time.monotonic() - start < EVENTS / 4 and qp.model.state == S.ERR
 
 
@@ -201,10 +201,10 @@ def test_leaving_sqd_overlaps_the_event_window_only_once_drained(draining: bool)
     start = time.monotonic()
     if draining:
         with pytest.raises(DivergenceError):  # the planted refusal itself, after the wait
-            qp.modify(*qp.transition_attrs(S.RTS))
+            qp.modify(*qp.values.transition_attrs(S.RTS))
         assert time.monotonic() - start >= EVENTS / 2
     else:
-        qp.modify(*qp.transition_attrs(S.RTS))
+        qp.modify(*qp.values.transition_attrs(S.RTS))
         assert time.monotonic() - start < EVENTS / 4
 
 
@@ -260,4 +260,4 @@ def test_an_srq_qp_waits_out_the_event_window(monkeypatch: pytest.MonkeyPatch) -
     qp = checker.open_qp(QPType.UD)
     qp.bring_to(S.ERR)
     monkeypatch.setattr(qp.model, "srq", object())  # as an SRQ's QP (only `is None` is asked)
-    assert not qp.track.overlap_events(qp.model.modify(*qp.transition_attrs(S.RESET)))
+    assert not qp.track.overlap_events(qp.model.modify(*qp.values.transition_attrs(S.RESET)))

@@ -181,18 +181,18 @@ def _lost_flush(qp) -> None:
 
 def _timeout_outside_the_mask(qp) -> None:
     qp.bring_to(S.RTS)
-    attrs, mask = qp.transition_attrs(S.RTS)  # RTS->RTS: STATE only
-    qp.modify(qp.with_unmasked(attrs, mask, "other"), mask)
+    attrs, mask = qp.values.transition_attrs(S.RTS)  # RTS->RTS: STATE only
+    qp.modify(qp.values.with_unmasked(attrs, mask, "other"), mask)
 
 
 def _attribute_only_from_init(qp) -> None:
     qp.bring_to(S.INIT)
-    qp.modify(qp.attrs_for(Attr.QKEY), Attr.QKEY, unmasked.uniform(unmasked.OTHER))
+    qp.modify(qp.values.attrs_for(Attr.QKEY), Attr.QKEY, unmasked.uniform(unmasked.OTHER))
 
 
 def _illegal(qp) -> None:
     qp.bring_to(S.INIT)
-    attrs, mask = qp.transition_attrs(S.RTR)
+    attrs, mask = qp.values.transition_attrs(S.RTR)
     attrs["qp_state"] = int(S.RTS)
     qp.modify(attrs, mask)
 

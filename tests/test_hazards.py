@@ -40,7 +40,7 @@ def checker(kernel: str, behaviour: Behaviour | None = None) -> tuple[Checker, F
 
 
 def set_max_dest(qp: CheckedQP, nxt: QPState, value: int) -> None:
-    attrs, mask = qp.transition_attrs(nxt)
+    attrs, mask = qp.values.transition_attrs(nxt)
     attrs["max_dest_rd_atomic"] = value
     qp.modify(attrs, mask | MAX_DEST)
 
@@ -206,7 +206,7 @@ def test_the_lone_machines_rules_skip_an_avoided_modify_and_go_on() -> None:
         qp.bring_to(S.INIT)
         to_zero = Scripted(boundary=True, field="max_dest_rd_atomic", max_dest_rd_atomic=0,
                            unmasked="valid")
-        machine._modify(qp, S.RTR, qp.transition_attrs(S.RTR)[1], to_zero, S.INIT)
+        machine._modify(qp, S.RTR, qp.values.transition_attrs(S.RTR)[1], to_zero, S.INIT)
         qp.bring_to(S.RESET)
         machine.bring_to(qp=qp, state=S.RTS)  # INIT->RTR with 1 grows the 0: not sent
         assert qp.model.state == S.INIT

@@ -160,7 +160,7 @@ def test_an_accepted_modify_to_rts_is_caught() -> None:
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(S.INIT)
     with pytest.raises(DivergenceError) as caught:
-        qp.modify(qp.attrs_for(Attr.STATE, S.RTS), Attr.STATE)
+        qp.modify(qp.values.attrs_for(Attr.STATE, S.RTS), Attr.STATE)
     assert caught.value.record.rule_id == "iwarp.transition.invalid.INIT->RTS"
     assert caught.value.record.kind == "outcome"
     checker.close()

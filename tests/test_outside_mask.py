@@ -39,7 +39,7 @@ def _attribute_only(checker: Checker, qp_type: QPType, cur: QPState, fill: unmas
     qp = checker.open_qp(qp_type)
     qp.bring_to(cur)
     bit = Attr.QKEY if qp_type == QPType.UD else Attr.ACCESS_FLAGS
-    return qp, qp.modify(qp.attrs_for(bit), bit, fill)
+    return qp, qp.modify(qp.values.attrs_for(bit), bit, fill)
 
 
 @pytest.mark.parametrize("fill", sorted(FILLS))
@@ -67,7 +67,7 @@ def test_a_correct_fake_ignores_every_fill(fill: str, qp_type: QPType) -> None:
         qp, res = _attribute_only(checker, qp_type, cur, FILLS[fill])
         assert res.accepted and qp.model.state == cur
         for target in (S.ERR, S.RESET):  # and every move, its rest filled alike
-            qp.modify(*qp.transition_attrs(target), FILLS[fill])
+            qp.modify(*qp.values.transition_attrs(target), FILLS[fill])
     assert found.items == []
 
 
@@ -99,7 +99,7 @@ def test_a_divergence_the_reading_does_not_explain_keeps_its_rule() -> None:
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(S.SQD)
     with pytest.raises(DivergenceError) as caught:
-        qp.modify(*qp.transition_attrs(S.RESET), unmasked.uniform(unmasked.ZERO))
+        qp.modify(*qp.values.transition_attrs(S.RESET), unmasked.uniform(unmasked.ZERO))
     assert caught.value.record.rule_id.startswith("linux.transition.RC.SQD->RESET")
 
 

@@ -141,7 +141,7 @@ def to(state: QPState) -> Callable[[CheckedQP], None]:
 
 
 def sqd_to_sqd(qp: CheckedQP) -> None:
-    qp.modify(*qp.transition_attrs(S.SQD))
+    qp.modify(*qp.values.transition_attrs(S.SQD))
 
 
 def post_send(qp: CheckedQP) -> None:
@@ -156,7 +156,7 @@ def recv_in_err(qp: CheckedQP) -> None:
 
 def modify_with(nxt: QPState, **values: int) -> Callable[[CheckedQP], None]:
     def run(qp: CheckedQP) -> None:
-        attrs, mask = qp.transition_attrs(nxt)
+        attrs, mask = qp.values.transition_attrs(nxt)
         attrs.update(values)
         qp.modify(attrs, mask)
 
@@ -367,7 +367,7 @@ def sqd_to_sqd_with_max_dest(value: int) -> Callable[[CheckedQP], None]:
     """Up to SQD (max_dest_rd_atomic 1 at RTR), then SQD->SQD setting it to `value`."""
     def run(qp: CheckedQP) -> None:
         qp.bring_to(S.SQD)
-        attrs, mask = qp.transition_attrs(S.SQD)
+        attrs, mask = qp.values.transition_attrs(S.SQD)
         attrs["max_dest_rd_atomic"] = value
         qp.modify(attrs, mask | Attr.MAX_DEST_RD_ATOMIC)
 
@@ -434,7 +434,7 @@ def test_near_miss_is_not_masked(quirk_id: str, index: int) -> None:
 
 
 def reset_to_reset(qp: CheckedQP) -> None:
-    qp.modify(*qp.transition_attrs(S.RESET))
+    qp.modify(*qp.values.transition_attrs(S.RESET))
 
 
 def test_a_reset_to_reset_leaves_the_stale_sq_index_too() -> None:
@@ -575,7 +575,7 @@ def test_a_drain_event_after_an_sqd_to_sqd_accepted_under_another_quirk_is_known
     such quirk) the same event stays unknown."""
 
     def out_of_range_sqd_to_sqd(qp: CheckedQP) -> None:
-        attrs, mask = qp.transition_attrs(S.SQD)
+        attrs, mask = qp.values.transition_attrs(S.SQD)
         qp.modify({**attrs, "pkey_index": 1}, mask | Attr.PKEY_INDEX)
 
     def run(kernel: str) -> list[Divergence]:

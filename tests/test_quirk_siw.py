@@ -327,8 +327,8 @@ def _unseen_final(kernel: str, through_err: bool) -> Checker:
     try:
         qp.bring_to(S.INIT)
         if through_err:
-            qp.modify(*qp.transition_attrs(S.ERR))
-            qp.modify(*qp.transition_attrs(S.RESET))  # accepted; the QP stays in ERROR
+            qp.modify(*qp.values.transition_attrs(S.ERR))
+            qp.modify(*qp.values.transition_attrs(S.RESET))  # accepted; the QP stays in ERROR
             qp.bring_to(S.INIT)
         qp.modify({"qp_state": int(S.RTS)}, Attr.STATE)
     finally:

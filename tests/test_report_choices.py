@@ -28,7 +28,7 @@ def test_a_may_outcome_is_recorded_as_the_devices_choice() -> None:
                       sink=DivergenceList())
     qp = checker.open_qp(QPType.RC)
     qp.bring_to(QPState.RTR)
-    attrs, mask = qp.transition_attrs(QPState.RTS)
+    attrs, mask = qp.values.transition_attrs(QPState.RTS)
     attrs["timeout"] = 40  # beyond the 5-bit field: a "may" rule in the linux variant
     qp.modify(attrs, mask | Attr.TIMEOUT)
     checker.close()
@@ -119,7 +119,7 @@ def _wide_timeouts(behaviour: Behaviour, timeouts: list[int], quirks: Quirks | N
         for timeout in timeouts:
             qp = checker.open_qp(QPType.RC)
             qp.bring_to(QPState.RTR)
-            attrs, mask = qp.transition_attrs(QPState.RTS)
+            attrs, mask = qp.values.transition_attrs(QPState.RTS)
             attrs["timeout"] = timeout
             qp.modify(attrs, mask | Attr.TIMEOUT)
     finally:

@@ -13,17 +13,12 @@ and QPMachine.
 A lone QP has no wire, so the only completion the ledger may not know is that
 of a send the model knows is started (a UD send to itself): the model learns it
 (`explain_completion`). Events nobody booked are not judged.
-
-At ~500 lines this module holds the rule set's two classes, `CheckedQP` (one QP's verbs,
-state and read-back checks, bring-up) and the `Checker` that owns them; the engine itself
-is core.py's, so what is left here is the lone QP's own.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,23 +36,17 @@ from .device import Completion, Device, QPHandle, QueryResult, UnsupportedQPType
 from .judge import Judge, ReproducerWriter, StepRecorder
 from .ledger import Because
 from .park import AFTER_END
+from .qp_values import QPValues
 from .quirks import Quirks, reads_wrong
 from .read_back import ReadBack
 from .records import Divergence, DivergenceSink
 from .retiring import RetiringWatch, Roster
-from .text import describe_result, masked_attrs, outcome_tags
+from .text import describe_result, outcome_tags
 from .timing import DeliveryLog
 from .track import Track
 
 S = QPState
 MUST_WAIT = 2.0
-#: Values for fields a device's valid_attrs() may leave out.
-FALLBACK_ATTRS: dict[str, int] = {
-    "en_sqd_async_notify": 1,
-    "path_mig_state": 0,
-    "rate_limit": 0,
-    "alt_timeout": 14,
-}
 
 
 class CheckedQP:
@@ -70,10 +59,11 @@ class CheckedQP:
         self.qp_type = QPType(handle.qp_type)
         self.track = Track(handle, model, self.qp_type, handle.qp_num, steps=[])
         self.destroyed = False
-        self._valid: dict[str, int] | None = None
         self._read_at = -1  # the step after which the state was last read back
         self.created = returned.created_of(handle)  # what create_qp and create_cq wrote back
         self.read_back = ReadBack(checker, self.track, self.created)
+        #: the values its modifies carry (valid ones, a transition's, the unmasked fills)
+        self.values = QPValues(checker.device, handle, model, self.qp_type)
         self.case_over = False  # retired when its case or example ended (not by a step)
 
     @property
@@ -108,7 +98,7 @@ class CheckedQP:
         mask = Attr(int(mask))
         chosen = self.checker.fills(self.qp_type, self.model.state, mask) if fill is None else fill
         given = unmasked.filled(
-            {k: int(v) for k, v in attrs.items()}, mask, self._plain(), chosen
+            {k: int(v) for k, v in attrs.items()}, mask, self.values.plain(), chosen
         )
         step: dict[str, Any] = {"attrs": given, "mask": mask}
         outside = unmasked.outside(given, mask)
@@ -249,47 +239,6 @@ class CheckedQP:
         chk.watch.collect_events(self.track)
 
     # --------------------------------------------------------------------- bring-up
-    def valid_attrs(self) -> dict[str, int]:
-        """A valid value for every field (the device's, plus fallbacks), cached per QP."""
-        if self._valid is None:
-            found = dict(FALLBACK_ATTRS)
-            found["alt_port_num"] = self.checker.device.port
-            found.update(self.checker.device.valid_attrs(self.handle))
-            self._valid = found
-        return dict(self._valid)
-
-    def attrs_for(self, mask: Attr, nxt: QPState | None = None) -> dict[str, int]:
-        """Valid values for the fields of mask; qp_state=nxt, cur_qp_state=the model's state."""
-        valid = self.valid_attrs()
-        valid["qp_state"] = int(self.model.state if nxt is None else nxt)
-        valid["cur_qp_state"] = int(self.model.state)
-        return masked_attrs(valid, mask)
-
-    def with_unmasked(self, attrs: Mapping[str, int], mask: Attr, style: str) -> dict[str, int]:
-        """`attrs` plus the fields outside `mask` a driver could wrongly read, every one
-        filled by `style`: "valid" (the QP's valid values), "zero", "other" (another valid
-        value) or "wild" (out of range, within the C field). Fields `attrs` sets keep
-        their values."""
-        if style not in UNMASKED_STYLES:
-            raise ValueError(f"unmasked style {style!r}: use one of {UNMASKED_STYLES}")
-        choice = unmasked.PLAIN if style == "valid" else style
-        return unmasked.filled(attrs, mask, self._plain(), unmasked.uniform(choice))
-
-    def _plain(self) -> dict[str, int]:
-        """What each field outside a mask holds when nothing is wrong: the QP's valid
-        values, its current state for qp_state and cur_qp_state."""
-        valid = self.valid_attrs()
-        valid["qp_state"] = valid["cur_qp_state"] = int(self.model.state)
-        return valid
-
-    def transition_attrs(self, nxt: QPState) -> tuple[dict[str, int], Attr]:
-        """Valid attrs and the exactly-required mask (|STATE) for current -> nxt."""
-        entry = self.model.table.lookup(self.qp_type, self.model.state, nxt)
-        if entry is None:
-            raise ValueError(f"{self.qp_type.name} {self.model.state.name}->{nxt.name} is invalid")
-        mask = Attr(entry.required | Attr.STATE)
-        return self.attrs_for(mask, nxt), mask
-
     def bring_to(self, state: QPState) -> None:
         """Walk the shortest legal path from the current state (through RESET if need be).
 
@@ -303,7 +252,7 @@ class CheckedQP:
                 return
             cur = self.model.state
             try:
-                nxt = self.path_to(state, avoid=refused)[0]
+                nxt = self.values.path_to(state, avoid=refused)[0]
             except ValueError:
                 if not refused:
                     raise
@@ -312,41 +261,16 @@ class CheckedQP:
                     f"{self.qp_type.name} QP cannot reach {state.name} from {cur.name}: the "
                     f"device keeps it there (known: {hops} did not move it)"
                 ) from None
-            attrs, mask = self.transition_attrs(nxt)  # a walk's fill: keyed, never drawn
+            attrs, mask = self.values.transition_attrs(nxt)  # a walk's fill: keyed, never drawn
             self.modify(attrs, mask, self.checker.walk_fills(self.qp_type, self.model.state, mask))
             if self.model.state == cur and nxt != cur:
                 refused.add((cur, nxt))
         raise ValueError(f"could not bring the QP to {state.name}: the device kept refusing")
 
-    def path_to(
-        self, state: QPState, avoid: set[tuple[QPState, QPState]] | None = None
-    ) -> list[QPState]:
-        """Shortest list of modify targets from the model's state to state (skipping avoid)."""
-        start = self.model.state
-        came: dict[QPState, QPState | None] = {start: None}
-        todo = deque([start])
-        while todo:
-            cur = todo.popleft()
-            if cur == state:
-                path = []
-                while came[cur] is not None:
-                    path.append(cur)
-                    cur = came[cur]  # type: ignore[assignment]
-                return path[::-1]
-            for nxt in self.model.table.moves_to(self.qp_type, cur):
-                if nxt not in came and (cur, nxt) not in (avoid or ()):
-                    came[nxt] = cur
-                    todo.append(nxt)
-        raise ValueError(f"{state.name} cannot be reached by modify_qp from {start.name}")
-
 
 class Unreachable(ValueError):
     """A known quirk keeps the QP from a state (siw: ERR is final): no modify walk gets
     there from where the device holds it. Not a divergence (that was judged, and known)."""
-
-
-#: Ways to fill every field outside a modify's mask alike (CheckedQP.with_unmasked).
-UNMASKED_STYLES = ("valid", "zero", "other", "wild")
 
 
 class Checker(Engine):

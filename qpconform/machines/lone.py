@@ -233,14 +233,14 @@ class QPMachine(RuleBasedStateMachine):
         except (Unreachable, HazardAvoided):  # a known quirk holds the QP (irdma: no
             return  # RESET->INIT after RESET), or a known hazard kept a modify unsent
         mask = Attr.STATE | Attr.EN_SQD_ASYNC_NOTIFY
-        attrs = qp.attrs_for(mask, S.SQD)
+        attrs = qp.values.attrs_for(mask, S.SQD)
         attrs["en_sqd_async_notify"] = int(notify)
         qp.modify(attrs, mask)
 
     def _modify(
         self, qp: CheckedQP, nxt: int, mask: Attr, data: st.DataObject, cur: QPState
     ) -> None:
-        attrs = qp.attrs_for(Attr(sum(ALL_BITS) & ~(1 << 21) & ~(1 << 26)))
+        attrs = qp.values.attrs_for(Attr(sum(ALL_BITS) & ~(1 << 21) & ~(1 << 26)))
         attrs["qp_state"], attrs["cur_qp_state"] = int(nxt), int(cur)
         if Attr.EN_SQD_ASYNC_NOTIFY in mask:
             attrs["en_sqd_async_notify"] = int(data.draw(st.booleans(), label="notify"))
