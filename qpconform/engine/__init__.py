@@ -11,8 +11,18 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 completion
     track.py    Track: one QP under comparison (handle, model, ledger, step log,
                 owed windows, history)
-    core.py     Engine: tracked QPs, conclude a verb, poll, bounded waits, missing
-                items, following a quirked device
+    core.py     Engine: the state every part shares and the hooks a rule set
+                overrides; it composes the parts below (rule_set.py: what they
+                ask of it)
+    steplog.py  StepLog (engine.log): the step logs, settle steps, run-record steps
+                and choices
+    delivery_windows.py  DeliveryWindows (engine.windows): the quiet windows a step
+                opens, widened by the run's deliveries
+    matching.py  Matcher (engine.match): completions and events against the ledger,
+                what never came
+    watch.py    Watch (engine.watch): polls and bounded waits on every tracked QP
+    verdict.py  Verdict (engine.verdict): conclude a verb, hazards, choices under "may"
+                rules, following a quirked device
     records.py  the engine's record: Divergence (frozen, to/from JSON), the DivergenceSink
                 a caller passes (a run's: reports/divergence.py DivergenceStore),
                 DivergenceList (in memory)
@@ -21,7 +31,9 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     hazards.py  verbs a known driver bug turns into a crash: not sent (HazardAvoided)
     text.py     the words of every record (masks, errnos, expectations)
     lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
-                qpconform/machines/lone.py's QPMachine)
+                qpconform/machines/lone.py's QPMachine); its parts: retiring.py (the
+                QPs open and retired, the watch that reaps them), read_back.py (what
+                query_qp reads back), qp_values.py (valid values, the walk to a state)
     returned.py  the lone QP's returned values: create_qp's written-back caps, its
                 CQs' cqe, query_qp's caps and cur_qp_state (models/returned.py)
     pair.py     rule set for connected pairs and the wire: PairHarness (the

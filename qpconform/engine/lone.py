@@ -68,7 +68,7 @@ class CheckedQP:
 
     @property
     def retired(self) -> bool:
-        """Its case or example is done with it; it is still observed (Checker.retire)."""
+        """Its case or example is done with it; it is still observed (Roster.retire)."""
         return self in self.checker.roster.retired
 
     @property

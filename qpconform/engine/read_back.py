@@ -92,7 +92,7 @@ class ReadBack:
     def landed(self, exp: Expectation, seen: QPState, idx: int) -> bool:
         """An accepted modify left the QP in another state its "may" rule allows (iwarp: a
         driver that ignores the move): the model follows the device there (the choice of
-        outcome is already recorded by `conclude`)."""
+        outcome is already recorded by `Verdict.conclude`)."""
         for state in exp.may_land:
             if seen in self.track.model.reported(state):
                 self.engine.verdict.follow_state(self.track, state, idx)
