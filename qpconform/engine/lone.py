@@ -311,6 +311,7 @@ class Checker(Engine):
         self.must_wait = must_wait
         #: the QPs observed: open, or retired until their hold has passed (retiring.py)
         self.roster: Roster[CheckedQP] = Roster(self, self.windows)
+        #: the engine's watch, but every poll also destroys the retired QPs whose hold passed
         self.watch = RetiringWatch(self, self.log, self.windows, self.match, self.roster)
         self.parked = False  # its test or example ended; its retired QPs are still observed
         self.diverged = False  # an unknown divergence was raised (the model may be off)
