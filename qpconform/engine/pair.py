@@ -17,7 +17,7 @@ held); sends a known quirk says the device never started (`instead =
 "sends_wait_for_doorbell"`) are followed back: the pair is rewound to before the
 wire ran them, they wait in the SQ, and the end's next post_send starts them; an
 event nobody booked is a divergence; a known divergence that left WRs the model
-cannot place marks the pair `desynced`, and `resync()` brings both ends through
+cannot place marks the pair `desynced`, and `lifecycle.resync()` brings both ends through
 RESET.
 
 The harness is composed of parts, each with its own state: `post` (pair_post.py: the
