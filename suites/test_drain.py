@@ -31,11 +31,11 @@ def test_sqd_with_empty_sq(make_pair, qp_type, case):
 def test_sqd_in_flight_send_finishes(make_pair, case):
     """An RC send RNR-blocked when SQD is entered: sq_draining until it ends, then drained."""
     h = make_pair(QPType.RC, HOLD)
-    h.post_send("a")
+    h.post.send("a")
     extra, bit = NOTIFY_CASES[case]
     h.modify("a", S.SQD, extra, bit)
     h.query("a")  # sq_draining must be 1
-    h.post_recv("b")  # lets the in-flight send finish
+    h.post.recv("b")  # lets the in-flight send finish
     h.quiet()
     h.modify("a", S.RTS)
     h.quiet()
@@ -45,16 +45,16 @@ def test_reset_while_draining(make_pair):
     """Any state may be reset (IBTA ch. 10.3.1), SQD while a started RC send is still
     draining too; afterwards the pair comes back up and carries traffic."""
     h = make_pair(QPType.RC, HOLD)
-    h.post_send("a")  # RNR-blocked: the drain cannot end
+    h.post.send("a")  # RNR-blocked: the drain cannot end
     h.modify("a", S.SQD)
     h.modify("a", S.RESET)
     if h.model.qp("a").state != S.RESET:  # refused (a known quirk): let the drain end
-        h.post_recv("b")
+        h.post.recv("b")
         h.quiet()
         h.modify("a", S.RESET)
-    h.bring_up("a")
-    h.post_recv("b")
-    h.post_send("a")
+    h.lifecycle.bring_up("a")
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -62,10 +62,10 @@ def test_reset_while_draining(make_pair):
 def test_sqd_holds_new_sends_and_rts_resumes(make_pair, qp_type):
     h = make_pair(qp_type)
     h.modify("a", S.SQD)
-    h.post_recv("b")
-    h.post_recv("b")
-    h.post_send("a")
-    h.post_send("a")
+    h.post.recv("b")
+    h.post.recv("b")
+    h.post.send("a")
+    h.post.send("a")
     h.quiet()  # no send posted in SQD may start
     h.modify("a", S.RTS)  # ... and now they must
     h.quiet()
@@ -86,8 +86,8 @@ def test_sqd_to_sqd_attribute_change_then_traffic(make_pair, qp_type):
     extra, bits = SQD_CHANGES[qp_type]
     h.modify("a", S.SQD, extra, bits)
     h.modify("a", S.RTS)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -95,7 +95,7 @@ def test_sqd_to_sqd_attribute_change_then_traffic(make_pair, qp_type):
 def test_err_from_sqd_flushes_held_sends(make_pair, qp_type):
     h = make_pair(qp_type)
     h.modify("a", S.SQD)
-    h.post_send("a")
-    h.post_recv("a")
+    h.post.send("a")
+    h.post.recv("a")
     h.modify("a", S.ERR)
     h.quiet()

@@ -20,14 +20,14 @@ ALL = [QPType.RC, QPType.UC, QPType.UD]
 def _outstanding_sends(h, side: str = "a", n: int = 3) -> list[int]:
     """Sends that are posted and not completed: held in SQD (the same for every type)."""
     h.modify(side, S.SQD)
-    return [h.post_send(side) for _ in range(n)]
+    return [h.post.send(side) for _ in range(n)]
 
 
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_err_by_modify_flushes_everything_in_order(make_pair, qp_type):
     h = make_pair(qp_type)
     for _ in range(3):
-        h.post_recv("a")
+        h.post.recv("a")
     _outstanding_sends(h)
     h.modify("a", S.ERR)  # sends then receives, each in posting order, exactly once
     h.quiet()
@@ -35,9 +35,9 @@ def test_err_by_modify_flushes_everything_in_order(make_pair, qp_type):
 
 def test_err_by_modify_flushes_rc_sends_in_flight(make_pair):
     h = make_pair(QPType.RC, HOLD)
-    h.post_recv("a")
-    h.post_send("a")  # RNR-blocked: in flight
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.send("a")  # RNR-blocked: in flight
+    h.post.send("a")
     h.modify("a", S.ERR)
     h.quiet()
 
@@ -48,8 +48,8 @@ def test_err_on_one_end_with_receives_on_both(make_pair, qp_type):
     """IB: the peer keeps its receives (ERR is one QP's); iWARP: the connection ends and
     the peer enters ERR too, flushing them (iwarp.llp.close)."""
     h = make_pair(qp_type)
-    h.post_recv("a")
-    h.post_recv("b")
+    h.post.recv("a")
+    h.post.recv("b")
     h.modify("a", S.ERR)
     h.quiet()
 
@@ -63,8 +63,8 @@ def test_iwarp_close_ends_the_connection(make_pair, variant, how):
     if not variant.connection_managed:
         pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
     h = make_pair(QPType.RC)
-    h.post_recv("a")
-    h.post_recv("b")
+    h.post.recv("a")
+    h.post.recv("b")
     h.modify("a", how)
     h.quiet()
 
@@ -83,7 +83,7 @@ def test_iwarp_modify_from_a_connected_state(make_pair, variant, cur, nxt):
     if not variant.connection_managed:
         pytest.skip("iWARP's connected states: InfiniBand's are the transition sweep's")
     h = make_pair(QPType.RC)
-    h.post_recv("b")
+    h.post.recv("b")
     if cur != S.RTS:
         h.modify("a", cur)
     h.modify("a", nxt)
@@ -100,7 +100,7 @@ def test_iwarp_receive_posted_while_closing(make_pair, variant, how):
         pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
     h = make_pair(QPType.RC)
     h.modify("a", how)
-    h.post_recv("a")
+    h.post.recv("a")
     h.quiet()
 
 
@@ -112,9 +112,9 @@ def test_iwarp_send_posted_while_closing(make_pair, variant, how):
     if not variant.connection_managed:
         pytest.skip("an iWARP close: InfiniBand's SQD/SQE are checked by the drain suite")
     h = make_pair(QPType.RC)
-    h.post_recv("b")
+    h.post.recv("b")
     h.modify("a", how)
-    h.post_send("a")
+    h.post.send("a")
     h.quiet()
 
 
@@ -123,8 +123,8 @@ def test_iwarp_send_posted_while_closing(make_pair, variant, how):
 def test_sends_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)
     h.modify("a", S.ERR)
-    h.post_send("a")
-    h.post_send("a")
+    h.post.send("a")
+    h.post.send("a")
     h.quiet()
 
 
@@ -133,8 +133,8 @@ def test_sends_posted_in_err_flush(make_pair, qp_type):
 def test_receives_posted_in_err_flush(make_pair, qp_type):
     h = make_pair(qp_type)
     h.modify("a", S.ERR)
-    h.post_recv("a")
-    h.post_recv("a")
+    h.post.recv("a")
+    h.post.recv("a")
     h.quiet()
 
 
@@ -143,14 +143,14 @@ def test_receives_posted_in_err_flush(make_pair, qp_type):
 def test_send_to_peer_not_receiving(make_pair, qp_type, peer_state):
     """RC: RETRY_EXC_ERR then ERR and flush; UD/UC: dropped, SUCCESS."""
     h = make_pair(qp_type)
-    h.post_recv("a")
+    h.post.recv("a")
     if peer_state == S.INIT:
         h.modify("b", S.RESET)
         h.modify("b", S.INIT)
     else:
         h.modify("b", peer_state)
-    h.post_send("a")
-    h.post_send("a")
+    h.post.send("a")
+    h.post.send("a")
     h.quiet()
 
 
@@ -158,8 +158,8 @@ def test_send_to_peer_not_receiving(make_pair, qp_type, peer_state):
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_send_to_destroyed_peer(make_pair, qp_type):
     h = make_pair(qp_type)
-    h.destroy("b")
-    h.post_send("a")
+    h.lifecycle.destroy("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -168,9 +168,9 @@ def test_send_to_destroyed_peer(make_pair, qp_type):
 def test_receiver_not_ready(make_pair, qp_type):
     """RC: RNR_RETRY_EXC_ERR (rnr_retry=1) then ERR; UD/UC: silently dropped."""
     h = make_pair(qp_type)
-    h.post_recv("a")
-    h.post_send("a")
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.send("a")
+    h.post.send("a")
     h.quiet()
 
 
@@ -179,8 +179,8 @@ def test_receiver_not_ready(make_pair, qp_type):
 def test_bad_rkey(make_pair, qp_type):
     """RC: REM_ACCESS_ERR, requester ERR; responder ERR with QP_ACCESS_ERR. UC: dropped."""
     h = make_pair(qp_type)
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
     h.quiet()
 
 
@@ -188,8 +188,8 @@ def test_bad_rkey(make_pair, qp_type):
 @pytest.mark.parametrize("qp_type", [QPType.RC, QPType.UC], ids=lambda t: t.name)
 def test_good_rdma_write(make_pair, qp_type):
     h = make_pair(qp_type)
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE)
     h.quiet()
 
 
@@ -198,33 +198,33 @@ def test_good_rdma_write(make_pair, qp_type):
 def test_bad_lkey(make_pair, qp_type):
     """LOC_PROT_ERR; RC -> ERR with flush, UD/UC -> SQE (receives keep working)."""
     h = make_pair(qp_type)
-    h.post_recv("a")
-    h.post_send("a", fault=Fault.BAD_LKEY)
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a")
     h.quiet()
 
 
 @pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
 def test_sqe_receives_keep_working_and_rts_recovers(make_pair, qp_type):
     h = make_pair(qp_type)
-    h.post_recv("a")
-    h.post_send("a", fault=Fault.BAD_LKEY)  # -> SQE
-    h.post_send("b")  # consumes a's receive (C10-38)
-    h.post_recv("a")
+    h.post.recv("a")
+    h.post.send("a", fault=Fault.BAD_LKEY)  # -> SQE
+    h.post.send("b")  # consumes a's receive (C10-38)
+    h.post.recv("a")
     h.modify("a", S.RTS)  # SQE -> RTS
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
 def _load(h, state: QPState) -> None:
     """Outstanding receives (and held sends where possible) before the RESET."""
     if state != S.RESET:
-        h.post_recv("a")
-        h.post_recv("a")
+        h.post.recv("a")
+        h.post.recv("a")
     if state == S.SQD:
-        h.post_send("a")
-        h.post_send("a")
+        h.post.send("a")
+        h.post.send("a")
 
 
 @pytest.mark.parametrize(
@@ -234,10 +234,10 @@ def _load(h, state: QPState) -> None:
 def test_reset_discards_and_the_qp_comes_back(make_pair, qp_type, state):
     h = make_pair(qp_type, connect=False)
     if state in (S.RTS, S.SQD, S.ERR):
-        h.connect()
+        h.lifecycle.connect()
     if state in (S.INIT, S.RTR):
-        h.bring_up("b", S.RTS)
-        h.bring_up("a", state)
+        h.lifecycle.bring_up("b", S.RTS)
+        h.lifecycle.bring_up("a", state)
     if state == S.SQD:
         h.modify("a", S.SQD)
     if state == S.ERR:
@@ -245,24 +245,24 @@ def test_reset_discards_and_the_qp_comes_back(make_pair, qp_type, state):
     _load(h, state)
     h.modify("a", S.RESET)
     h.quiet()  # nothing discarded may complete or run
-    h.bring_up("a", S.RTS)
-    h.post_recv("b")
-    h.post_recv("a")
-    h.post_send("a")
-    h.post_send("b")
+    h.lifecycle.bring_up("a", S.RTS)
+    h.post.recv("b")
+    h.post.recv("a")
+    h.post.send("a")
+    h.post.send("b")
     h.quiet()
 
 
 @pytest.mark.parametrize("qp_type", [QPType.RC], ids=lambda t: t.name)
 def test_reset_discards_rc_send_in_flight(make_pair, qp_type):
     h = make_pair(qp_type, HOLD)
-    h.post_send("a")  # RNR-blocked in flight
+    h.post.send("a")  # RNR-blocked in flight
     h.modify("a", S.RESET)
-    h.post_recv("b")  # would let the discarded send through if it still existed
+    h.post.recv("b")  # would let the discarded send through if it still existed
     h.quiet()
-    h.bring_up("a", S.RTS)
-    h.post_recv("b")
-    h.post_send("a")
+    h.lifecycle.bring_up("a", S.RTS)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -272,10 +272,10 @@ def test_send_longer_than_the_receive(make_pair):
     (Invalid Request): the SEND completes REM_INV_REQ_ERR and the requester enters ERR,
     flushing what it holds (pair.rc.recv_too_short, ibta.err.recv_error)."""
     h = make_pair(QPType.RC)
-    h.post_recv("a")
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -287,15 +287,15 @@ def test_unreliable_send_longer_than_the_receive(make_pair, qp_type):
     next one (pair.unreliable.recv_too_short, may). A second such message, on b brought
     back if the first took it to ERR, must meet the same choice."""
     h = make_pair(qp_type)
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
     if h.model.qp("b").state == S.ERR:  # the device completed it in error: once more
-        h.reset("b")
-        h.bring_up("b")
-        h.post_recv("b", short=True)
-    h.post_send("a")  # dropped: it meets the same short receive, still first
+        h.lifecycle.reset("b")
+        h.lifecycle.bring_up("b")
+        h.post.recv("b", short=True)
+    h.post.send("a")  # dropped: it meets the same short receive, still first
     h.quiet()
 
 
@@ -305,10 +305,10 @@ def test_send_into_a_receive_with_a_bad_lkey(make_pair):
     receive; a Remote Operational Error NAK: the SEND REM_OP_ERR, a in ERR flushing what
     it holds (pair.rc.recv_bad_lkey, ibta.err.recv_error)."""
     h = make_pair(QPType.RC)
-    h.post_recv("a")
-    h.post_recv("b", bad_lkey=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.recv("b", bad_lkey=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -318,8 +318,8 @@ def test_short_receive_and_immediate_data(make_pair, op):
     at both ends); a WRITE with immediate places no data in the receive buffer: the short
     receive takes it with SUCCESS."""
     h = make_pair(QPType.RC)
-    h.post_recv("b", short=True)
-    h.post_send("a", op)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.send("a", op)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()

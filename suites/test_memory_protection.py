@@ -46,8 +46,8 @@ def test_rc_refused_access(make_pair, op, fault):
     completes, the data sink terminates, both ends enter ERR."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    h.post_recv("b")
-    h.post_send("a", op, fault)
+    h.post.recv("b")
+    h.post.send("a", op, fault)
     h.quiet()
 
 
@@ -60,9 +60,9 @@ def test_rc_granted_access(make_pair, op, fault):
     delivered."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    h.post_recv("b")
-    h.post_send("a", op, fault)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", op, fault)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -71,9 +71,9 @@ def test_uc_refused_write(make_pair, fault):
     """UC: the refused WRITE completes with SUCCESS and is dropped: both ends stay in RTS,
     no byte moves, and the receive waits for the SEND after it."""
     h = make_pair(QPType.UC)
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, fault)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, fault)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -82,7 +82,7 @@ def test_uc_granted_write(make_pair, fault):
     """UC's near miss: the WRITE lands in its window (once the pair is quiet), nowhere
     else."""
     h = make_pair(QPType.UC)
-    h.post_send("a", Op.RDMA_WRITE, fault)
+    h.post.send("a", Op.RDMA_WRITE, fault)
     h.quiet()
 
 
@@ -90,11 +90,11 @@ def test_uc_refused_and_granted_writes_in_turn(make_pair):
     """UC keeps running after a refusal: refused, granted, refused again; only the granted
     window changes, and the receive is the SEND's."""
     h = make_pair(QPType.UC)
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
-    h.post_send("a", Op.RDMA_WRITE, Fault.OTHER_PD)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_WRITE, Fault.OTHER_PD)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -110,9 +110,9 @@ def _qp_flags(h, side: str, flags: int, connected: bool = True) -> None:
     if connected:
         h.modify(side, QPState.RTS, {"qp_access_flags": flags}, Attr.ACCESS_FLAGS)
         return
-    h.modify(side, QPState.RTS, {**h.peer_psns(side), "qp_access_flags": flags},
+    h.modify(side, QPState.RTS, {**h.lifecycle.peer_psns(side), "qp_access_flags": flags},
              Attr.ACCESS_FLAGS)
-    h.bring_up(h.model.peer_of(side), QPState.RTS)
+    h.lifecycle.bring_up(h.model.peer_of(side), QPState.RTS)
 
 
 def _rtr_pair(make_pair, qp_type: QPType):
@@ -120,7 +120,7 @@ def _rtr_pair(make_pair, qp_type: QPType):
     h = make_pair(qp_type, connect=False)
     for state in (QPState.INIT, QPState.RTR):
         for side in ("a", "b"):
-            h.bring_up(side, state)
+            h.lifecycle.bring_up(side, state)
     return h
 
 
@@ -135,8 +135,8 @@ def test_rc_qp_without_the_right(make_pair, op, connected):
     if op not in h.ops:
         pytest.skip(f"{op.name} is not an operation of this pair")
     _qp_flags(h, "b", FULL & ~_NEEDS[op], connected)
-    h.post_recv("b")
-    h.post_send("a", op, Fault.GRANTED)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.GRANTED)
     h.quiet()
 
 
@@ -149,9 +149,9 @@ def test_rc_qp_right_taken_and_given_back(make_pair, op):
         pytest.skip(f"{op.name} is not an operation of this pair")
     _qp_flags(h, "b", FULL & ~_NEEDS[op])
     _qp_flags(h, "b", FULL)
-    h.post_recv("b")
-    h.post_send("a", op, Fault.GRANTED)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.GRANTED)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -163,9 +163,9 @@ def test_uc_qp_without_remote_write(make_pair, op, connected):
     it takes the receive; then REMOTE_WRITE is given back and a WRITE lands."""
     h = make_pair(QPType.UC) if connected else _rtr_pair(make_pair, QPType.UC)
     _qp_flags(h, "b", int(AccessFlag.LOCAL_WRITE), connected)
-    h.post_recv("b")
-    h.post_send("a", op, Fault.GRANTED if op is Op.RDMA_WRITE else Fault.NONE)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.GRANTED if op is Op.RDMA_WRITE else Fault.NONE)
+    h.post.send("a", Op.SEND)
     _qp_flags(h, "b", UC_FULL)
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
     h.quiet()

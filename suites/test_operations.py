@@ -39,10 +39,10 @@ def test_each_operation_completes_with_its_opcode(make_pair, qp_type, op):
     or not (READ and WRITE must leave it for the SEND after them)."""
     h = make_pair(qp_type)
     _carried(h, op)
-    h.post_recv("b")
-    h.post_recv("b")
-    h.post_send("a", op)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.recv("b")
+    h.post.send("a", op)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -55,10 +55,10 @@ def test_the_fields_an_opcode_does_not_use_are_ignored(make_pair, qp_type, op):
     (ibta.post_send.unused_fields_ignored)."""
     h = make_pair(qp_type)
     _carried(h, op)
-    h.post_recv("b")
-    h.post_recv("b")
-    h.post_send("a", op, unused=unused_wr.WILD)
-    h.post_send("a", Op.SEND, unused=unused_wr.WILD)
+    h.post.recv("b")
+    h.post.recv("b")
+    h.post.send("a", op, unused=unused_wr.WILD)
+    h.post.send("a", Op.SEND, unused=unused_wr.WILD)
     h.quiet()
 
 
@@ -70,10 +70,10 @@ def test_unsignaled_wrs_then_a_signaled_one(make_pair, qp_type, op):
     h = make_pair(qp_type)
     _carried(h, op)
     for _ in range(3):
-        h.post_recv("b")
-    h.post_send("a", op, signaled=False)
-    h.post_send("a", op, signaled=False)
-    h.post_send("a", op)
+        h.post.recv("b")
+    h.post.send("a", op, signaled=False)
+    h.post.send("a", op, signaled=False)
+    h.post.send("a", op)
     h.quiet()
 
 
@@ -86,9 +86,9 @@ def test_unsignaled_wrs_not_yet_retired_at_err(make_pair, qp_type, op):
     h = make_pair(qp_type)
     _carried(h, op)
     for _ in range(2):
-        h.post_recv("b")
-    h.post_send("a", op, signaled=False)
-    h.post_send("a", op, signaled=False)
+        h.post.recv("b")
+    h.post.send("a", op, signaled=False)
+    h.post.send("a", op, signaled=False)
     h.modify("a", S.ERR)
     h.quiet()
 
@@ -101,10 +101,10 @@ def test_wrs_held_in_sqd_then_left(make_pair, qp_type, op, target):
     h = make_pair(qp_type)
     _carried(h, op)
     for _ in range(2):
-        h.post_recv("b")
+        h.post.recv("b")
     h.modify("a", S.SQD)
-    h.post_send("a", op, signaled=False)
-    h.post_send("a", op)
+    h.post.send("a", op, signaled=False)
+    h.post.send("a", op)
     h.modify("a", target)
     h.quiet()
 
@@ -117,11 +117,11 @@ def test_rc_operation_in_flight_behind_a_blocked_send(make_pair, op, target):
     the WR behind it), ERR flushes both, RESET discards both."""
     h = make_pair(QPType.RC, HOLD)
     _carried(h, op)
-    h.post_send("a")  # RNR-blocked: in flight, and so is what follows it
-    h.post_send("a", op)
+    h.post.send("a")  # RNR-blocked: in flight, and so is what follows it
+    h.post.send("a", op)
     h.modify("a", target)
-    h.post_recv("b")
-    h.post_recv("b")
+    h.post.recv("b")
+    h.post.recv("b")
     h.quiet()
 
 
@@ -131,7 +131,7 @@ def test_unsignaled_wr_with_a_bad_lkey_completes_in_error(make_pair, qp_type):
     """An unsignaled WR that fails completes anyway, with its error (and the QP moves on as
     for any send error)."""
     h = make_pair(qp_type)
-    h.post_send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
+    h.post.send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
     h.quiet()
 
 
@@ -140,7 +140,7 @@ def test_write_with_immediate_needs_a_receive(make_pair, qp_type):
     """A WRITE with immediate data consumes a receive: RC with none is RNR-NAKed until
     retries run out (RNR_RETRY_EXC_ERR); UC's is dropped (the requester still succeeds)."""
     h = make_pair(qp_type)
-    h.post_send("a", Op.WRITE_WITH_IMM)
+    h.post.send("a", Op.WRITE_WITH_IMM)
     h.quiet()
 
 
@@ -150,8 +150,8 @@ def test_rc_bad_rkey(make_pair, op):
     responder's QP_ACCESS_ERR event too)."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    h.post_recv("a")
-    h.post_send("a", op, Fault.BAD_RKEY)
+    h.post.recv("a")
+    h.post.send("a", op, Fault.BAD_RKEY)
     h.quiet()
 
 
@@ -163,9 +163,9 @@ def test_rc_atomic_to_a_misaligned_address(make_pair, op):
     the driver's), the SEND flushed. Never a SUCCESS."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    h.post_recv("b")
-    h.post_send("a", op, Fault.MISALIGNED)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.MISALIGNED)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -175,9 +175,9 @@ def test_first_packet_to_a_peer_in_rtr(make_pair, qp_type):
     once with the first packet (mlx5, hfi1 raise it; rxe does not), never twice."""
     h = make_pair(qp_type)
     h.modify("b", S.RESET)
-    h.bring_up("b", S.RTR)
-    h.post_recv("b")
-    h.post_send("a")
+    h.lifecycle.bring_up("b", S.RTR)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet()
 
 
@@ -187,8 +187,8 @@ _INLINE_IDS = [f"{t.name}-{op.name}" for t, op in INLINE_OPS]
 
 def _inline_fits(h, over_cap: bool = False) -> None:
     """Skip (reported) where the end cannot post the inline WR the case needs."""
-    if not h.can_post_inline("a", over_cap):
-        cap = h.max_inline("a")
+    if not h.post.can_inline("a", over_cap):
+        cap = h.post.max_inline("a")
         why = "beyond the MR the case posts from" if over_cap else "below the WR's 16 bytes"
         pytest.skip(f"max_inline_data {cap} is {why}")
 
@@ -201,11 +201,11 @@ def test_inline_wr_behaves_as_not_inline(make_pair, qp_type, op):
     h = make_pair(qp_type)
     _carried(h, op)
     _inline_fits(h)
-    h.post_recv("b")
-    h.post_recv("b")
-    h.post_send("a", op, inline=True)
-    h.post_send("a", Op.SEND, inline=True, signaled=False)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.recv("b")
+    h.post.send("a", op, inline=True)
+    h.post.send("a", Op.SEND, inline=True, signaled=False)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -217,9 +217,9 @@ def test_inline_wr_beyond_the_cap_is_refused(make_pair, qp_type, op):
     h = make_pair(qp_type)
     _carried(h, op)
     _inline_fits(h, over_cap=True)
-    h.post_recv("b")
-    h.post_send("a", op, Fault.INLINE_OVER_CAP)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.INLINE_OVER_CAP)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -232,8 +232,8 @@ def test_an_operation_the_type_lacks(make_pair, qp_type, op):
     accepted and completed with LOC_QP_OP_ERR (the QP leaving RTS); never SUCCESS, and the
     receive waiting at the peer stays there."""
     h = make_pair(qp_type)
-    h.post_recv("b")
-    h.post_send("a", op)
+    h.post.recv("b")
+    h.post.send("a", op)
     h.quiet()
 
 
@@ -245,9 +245,9 @@ def test_reads_beyond_the_initiator_depth_wait(make_pair, op):
     SUCCESS, in order: the ones beyond the depth wait, they do not fail."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    with h.back_to_back():
+    with h.post.back_to_back():
         for i in range(4):
-            h.post_send("a", op, signaled=i != 1)
+            h.post.send("a", op, signaled=i != 1)
     h.quiet()
 
 
@@ -264,12 +264,12 @@ def test_fenced_send_carries_what_the_read_returned(make_pair, before):
     completes as usual (its bytes are not compared: either would conform)."""
     h = make_pair(QPType.RC)
     _carried(h, before)
-    h.post_recv("b")
-    h.post_recv("b")
-    with h.back_to_back():
-        h.post_send("a", before)
-        h.post_send("a", Op.SEND, fence=True)
-        h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.recv("b")
+    with h.post.back_to_back():
+        h.post.send("a", before)
+        h.post.send("a", Op.SEND, fence=True)
+        h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -282,14 +282,14 @@ def test_fenced_send_held_in_sqd_with_the_read(make_pair, before):
     (pair.fence.after_reads)."""
     h = make_pair(QPType.RC)
     _carried(h, before)
-    h.post_recv("b")
-    h.post_recv("b")
+    h.post.recv("b")
+    h.post.recv("b")
     h.modify("a", S.SQD)
-    h.post_send("a", before)
-    h.post_send("a", Op.SEND, fence=True)
+    h.post.send("a", before)
+    h.post.send("a", Op.SEND, fence=True)
     h.modify("a", S.RTS)
-    h.post_send("a", Op.RDMA_WRITE)
-    h.post_send("a", Op.SEND)
+    h.post.send("a", Op.RDMA_WRITE)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -298,12 +298,12 @@ def test_fenced_send_with_no_read_before_it(make_pair):
     """A fenced SEND with no READ or atomic before it starts at once: the peer receives the
     sink's first bytes; then a READ and a fenced SEND behind it on the same QP: the READ's."""
     h = make_pair(QPType.RC)
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, fence=True)
-    h.post_recv("b")
-    with h.back_to_back():
-        h.post_send("a", Op.RDMA_READ, signaled=False)
-        h.post_send("a", Op.SEND, fence=True)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, fence=True)
+    h.post.recv("b")
+    with h.post.back_to_back():
+        h.post.send("a", Op.RDMA_READ, signaled=False)
+        h.post.send("a", Op.SEND, fence=True)
     h.quiet()
 
 
@@ -315,9 +315,9 @@ def test_fenced_wr_behind_reads_beyond_the_depth(make_pair, op):
     fence (a SEND with immediate delivers the READs' bytes)."""
     h = make_pair(QPType.RC)
     _carried(h, op)
-    h.post_recv("b")
-    with h.back_to_back():
+    h.post.recv("b")
+    with h.post.back_to_back():
         for _ in range(3):
-            h.post_send("a", Op.RDMA_READ)
-        h.post_send("a", op, fence=True)
+            h.post.send("a", Op.RDMA_READ)
+        h.post.send("a", op, fence=True)
     h.quiet()

@@ -23,9 +23,9 @@ def _shared_pair(make_pair, qp_type: QPType):
     """A connected pair whose "a" end shares its CQs with a bystander holding two
     receives (in INIT: iWARP's IDLE)."""
     h = make_pair(qp_type, shared_cq_sides=SHARED)
-    h.bystander_modify("a", S.INIT)
-    h.bystander_post_recv("a")
-    h.bystander_post_recv("a")
+    h.shared.modify("a", S.INIT)
+    h.shared.post_recv("a")
+    h.shared.post_recv("a")
     return h
 
 
@@ -36,14 +36,14 @@ def test_completions_are_routed_by_qp_num(make_pair, qp_type, variant):
     the end's completions name the end; then the bystander to ERR flushes its own
     receives (and on InfiniBand a SEND posted in ERR), naming the bystander."""
     h = _shared_pair(make_pair, qp_type)
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
-    h.post_recv("b")
-    h.post_send("a", Op.SEND)
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
     h.quiet()
-    h.bystander_modify("a", S.ERR)
+    h.shared.modify("a", S.ERR)
     if not variant.connection_managed:  # siw: a user QP's post in ERR is never flushed
-        h.bystander_post_send("a")
+        h.shared.post_send("a")
     h.quiet()
 
 
@@ -54,10 +54,10 @@ def test_end_flush_leaves_the_bystander(make_pair, qp_type):
     two are not (they stay posted, its state unchanged); then the bystander's own ERR
     flushes them."""
     h = _shared_pair(make_pair, qp_type)
-    h.post_recv("a")
+    h.post.recv("a")
     h.modify("a", S.ERR)
     h.quiet()
-    h.bystander_modify("a", S.ERR)
+    h.shared.modify("a", S.ERR)
     h.quiet()
 
 
@@ -66,13 +66,13 @@ def test_reset_keeps_the_bystander_entries(make_pair, qp_type):
     """The bystander's flushes are left unpolled on the CQ while the end is reset: they
     are still polled after. The end is then brought back and carries a SEND."""
     h = _shared_pair(make_pair, qp_type)
-    with h.unpolled():
-        h.bystander_modify("a", S.ERR)
-        h.pause()
+    with h.shared.unpolled():
+        h.shared.modify("a", S.ERR)
+        h.shared.pause()
         h.modify("a", S.RESET)
-    h.bring_up("a")
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
+    h.lifecycle.bring_up("a")
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
     h.quiet()
 
 
@@ -84,14 +84,14 @@ def test_bystander_reset_and_reuse(make_pair, qp_type, variant):
     holding its receives (iwarp.reset.idle: they stay; ERR is final on siw)."""
     h = _shared_pair(make_pair, qp_type)
     if not variant.connection_managed:
-        h.bystander_modify("a", S.ERR)
-    h.post_recv("a")
-    with h.unpolled():
-        h.post_send("b", Op.SEND)
-        h.pause()
-        h.bystander_modify("a", S.RESET)
-    h.bystander_modify("a", S.INIT)
-    h.bystander_post_recv("a")
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
+        h.shared.modify("a", S.ERR)
+    h.post.recv("a")
+    with h.shared.unpolled():
+        h.post.send("b", Op.SEND)
+        h.shared.pause()
+        h.shared.modify("a", S.RESET)
+    h.shared.modify("a", S.INIT)
+    h.shared.post_recv("a")
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
     h.quiet()

@@ -29,12 +29,12 @@ def test_receives_come_from_the_srq(make_pair, qp_type):
     immediate data too, where the pair carries it); a READ or WRITE takes none."""
     h = _srq_pair(make_pair, qp_type)
     for _ in range(3):
-        h.post_srq_recv("b")
-    h.post_send("a", Op.SEND)
+        h.post.srq_recv("b")
+    h.post.send("a", Op.SEND)
     if Op.RDMA_WRITE in h.ops:
-        h.post_send("a", Op.RDMA_WRITE)
-    h.post_send("a", Op.SEND_WITH_IMM if Op.SEND_WITH_IMM in h.ops else Op.SEND)
-    h.post_send("a", Op.SEND)
+        h.post.send("a", Op.RDMA_WRITE)
+    h.post.send("a", Op.SEND_WITH_IMM if Op.SEND_WITH_IMM in h.ops else Op.SEND)
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -46,9 +46,9 @@ def test_post_recv_on_the_qp_of_an_srq_is_refused(make_pair, qp_type):
     process: a provider that crashes on it (libsiw: SIGFPE) is a divergence, not the end
     of the session."""
     h = _srq_pair(make_pair, qp_type)
-    h.post_qp_recv("b", isolated=True)
-    h.post_srq_recv("b")
-    h.post_send("a", Op.SEND)
+    h.post.qp_recv("b", isolated=True)
+    h.post.srq_recv("b")
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -59,15 +59,15 @@ def test_err_keeps_the_srq_receives_and_raises_last_wqe(make_pair, qp_type, vari
     On InfiniBand the QP is then reset and brought back: the first message takes a
     receive posted before ERR (RESET discards nothing of the SRQ)."""
     h = _srq_pair(make_pair, qp_type)
-    h.post_srq_recv("b")
-    h.post_srq_recv("b")
+    h.post.srq_recv("b")
+    h.post.srq_recv("b")
     h.modify("b", S.ERR)
     h.quiet()
     if variant.connection_managed:  # an iWARP QP is never reused
         return
-    h.reset("b")
-    h.bring_up("b")
-    h.post_send("a", Op.SEND)
+    h.lifecycle.reset("b")
+    h.lifecycle.bring_up("b")
+    h.post.send("a", Op.SEND)
     h.quiet()
 
 
@@ -76,8 +76,8 @@ def test_send_error_takes_the_srq_qp_to_err_with_last_wqe(make_pair, qp_type):
     """An RC send of the SRQ's end fails (a bad local key): ERR, and Last WQE Reached;
     the SRQ's receive stays."""
     h = _srq_pair(make_pair, qp_type)
-    h.post_srq_recv("b")
-    h.post_send("b", Op.SEND, Fault.BAD_LKEY)
+    h.post.srq_recv("b")
+    h.post.send("b", Op.SEND, Fault.BAD_LKEY)
     h.quiet()
 
 
@@ -88,8 +88,8 @@ def test_srq_limit_reached_once(make_pair, qp_type):
     second leaves 2 (SRQ Limit Reached), the third leaves 1 (disarmed: no event)."""
     h = _srq_pair(make_pair, qp_type)
     for _ in range(4):
-        h.post_srq_recv("b")
-    h.arm_srq("b", 3)
+        h.post.srq_recv("b")
+    h.post.arm_srq("b", 3)
     for _ in range(3):
-        h.post_send("a", Op.SEND)
+        h.post.send("a", Op.SEND)
     h.quiet()

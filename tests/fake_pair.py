@@ -912,7 +912,7 @@ def connected_fake(
     fake = FakePair(qp_type, fault, srq_sides=srq_sides, shared_cq_sides=shared_cq_sides,
                     iwarp=iwarp)
     h = PairHarness(fake, sink=None, time_scale=0.01, variant="iwarp" if iwarp else "linux")
-    h.connect()
+    h.lifecycle.connect()
     return h
 
 

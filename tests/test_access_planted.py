@@ -117,21 +117,21 @@ def test_iwarp_refused_write_terminates() -> None:
 
 # -------------------------------------------------------------------------- planted faults
 def _refused_write(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
+    h.post.send("a", Op.SEND)
 
 
 def _granted_write(h: PairHarness) -> None:
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
 
 
 def _refused_read(h: PairHarness) -> None:
-    h.post_send("a", Op.RDMA_READ, Fault.NO_RIGHT)
+    h.post.send("a", Op.RDMA_READ, Fault.NO_RIGHT)
 
 
 def _write_at_end(h: PairHarness) -> None:
-    h.post_send("a", Op.RDMA_WRITE, Fault.AT_END)
+    h.post.send("a", Op.RDMA_WRITE, Fault.AT_END)
 
 
 @pytest.mark.parametrize(("qp_type", "iwarp", "kind", "rule"), [
@@ -149,7 +149,7 @@ def test_write_without_right_is_caught(qp_type, iwarp, kind, rule) -> None:
 
 
 def _granted_and_refused(h: PairHarness) -> None:
-    h.post_send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
+    h.post.send("a", Op.RDMA_WRITE, Fault.NO_RIGHT)
 
 
 @pytest.mark.parametrize(("qp_type", "iwarp"), [

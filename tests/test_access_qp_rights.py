@@ -119,26 +119,26 @@ def _narrow(h: PairHarness, flags: int) -> None:
 def _refused_write(h: PairHarness) -> None:
     """b's QP loses REMOTE_WRITE; a writes into b's fully granted target MR."""
     _narrow(h, _without(F.REMOTE_WRITE))
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.SEND)
 
 
 def _refused_read(h: PairHarness) -> None:
     _narrow(h, _without(F.REMOTE_READ))
-    h.post_send("a", Op.RDMA_READ, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_READ, Fault.GRANTED)
 
 
 def _widened_write(h: PairHarness) -> None:
     _narrow(h, int(F.LOCAL_WRITE))
     _narrow(h, h.dev.values("b")["qp_access_flags"])
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
 
 
 def _kept_write(h: PairHarness) -> None:
     """Only the READ and atomic rights go: the WRITE is let through."""
     _narrow(h, int(F.LOCAL_WRITE | F.REMOTE_WRITE))
-    h.post_send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
 
 
 def _scenario_divergence(h: PairHarness, scenario) -> object:
@@ -187,7 +187,7 @@ def test_near_misses_stay_clean(qp_type, fault, scenario) -> None:
 def _recorded(fault: str | None) -> tuple[PairHarness, _ChoiceLog]:
     log = _ChoiceLog()
     h = PairHarness(FakePair(QPType.RC, fault), recorder=log, sink=log, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     return h, log
 
 
@@ -197,8 +197,8 @@ def _refused_twice(h: PairHarness) -> None:
         _refused_write(h)
         h.quiet(0.01)
         for side in ("a", "b"):
-            h.reset(side)
-        h.connect()
+            h.lifecycle.reset(side)
+        h.lifecycle.connect()
 
 
 def test_a_qp_rights_status_chosen_both_ways_is_inconsistent() -> None:

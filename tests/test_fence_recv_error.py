@@ -33,17 +33,17 @@ S = QPState
 
 
 def _fenced(h: PairHarness, before: Op = Op.RDMA_READ) -> None:
-    h.post_recv("b")
-    with h.back_to_back():
-        h.post_send("a", before)
-        h.post_send("a", Op.SEND, fence=True)
+    h.post.recv("b")
+    with h.post.back_to_back():
+        h.post.send("a", before)
+        h.post.send("a", Op.SEND, fence=True)
     h.quiet(0.01)
 
 
 def _short(h: PairHarness) -> None:
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet(0.01)
 
 
@@ -126,7 +126,7 @@ def test_a_clean_fake_passes_the_short_receive() -> None:
 def test_a_clean_iwarp_fake_passes_the_fence() -> None:
     h = PairHarness(FakePair(QPType.RC, iwarp=True), sink=None, time_scale=0.01,
                     variant="iwarp")
-    h.connect()
+    h.lifecycle.connect()
     _fenced(h)
 
 
@@ -142,7 +142,7 @@ def test_a_fence_ignored_is_caught() -> None:
 def test_a_fence_ignored_on_iwarp_is_caught() -> None:
     h = PairHarness(FakePair(QPType.RC, "fence_ignored", iwarp=True), sink=None,
                     time_scale=0.01, variant="iwarp")
-    h.connect()
+    h.lifecycle.connect()
     with pytest.raises(DivergenceError) as caught:
         _fenced(h)
     assert caught.value.record.rule_id == FENCE_AFTER_READS.id

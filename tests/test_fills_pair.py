@@ -27,7 +27,7 @@ def _plain_harness(qp_type: QPType, fault: str | None = FAULT) -> PairHarness:
 
 def test_a_cur_qp_state_outside_the_mask_read_as_the_current_state_is_caught() -> None:
     h = _plain_harness(QPType.RC)
-    h.connect()
+    h.lifecycle.connect()
     try:
         h.modify("a", S.SQD, fill=unmasked.uniform(unmasked.ZERO))  # RESET -> SQD: illegal
     except DivergenceError as caught:
@@ -42,7 +42,7 @@ def test_a_cur_qp_state_outside_the_mask_read_as_the_current_state_is_caught() -
 def test_the_plain_fill_hides_it() -> None:
     """Near miss: the same faulty end, every modify plain (cur_qp_state the QP's state)."""
     h = _plain_harness(QPType.RC)
-    h.connect()
+    h.lifecycle.connect()
     h.modify("a", S.SQD, fill=unmasked.uniform(unmasked.PLAIN))
     h.modify("a", S.RTS, fill=unmasked.uniform(unmasked.PLAIN))
     h.modify("b", S.ERR, fill=unmasked.uniform(unmasked.PLAIN))

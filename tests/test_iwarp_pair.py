@@ -25,20 +25,20 @@ RC = QPType.RC
 
 def _harness(fault: str | None = None) -> PairHarness:
     h = PairHarness(FakePair(RC, fault, iwarp=True), sink=None, time_scale=0.01, variant="iwarp")
-    h.connect()
+    h.lifecycle.connect()
     return h
 
 
 def _traffic(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a")
-    h.post_send("b", Op.RDMA_WRITE)
+    h.post.recv("b")
+    h.post.send("a")
+    h.post.send("b", Op.RDMA_WRITE)
 
 
 def _err_by_modify(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.post_recv("b")
-    h.post_recv("b")
+    h.post.recv("a")
+    h.post.recv("b")
+    h.post.recv("b")
     h.modify("a", S.ERR)
 
 
@@ -47,36 +47,36 @@ def _err_with_nothing_posted(h: PairHarness) -> None:
 
 
 def _no_receive(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.post_send("a")  # b has no receive: Terminate, both ERR, a's receive flushed
+    h.post.recv("a")
+    h.post.send("a")  # b has no receive: Terminate, both ERR, a's receive flushed
 
 
 def _bad_stag(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
 
 
 def _peer_destroyed(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.destroy("b")
-    h.post_send("a")
+    h.post.recv("a")
+    h.lifecycle.destroy("b")
+    h.post.send("a")
 
 
 def _close_by_sqd(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.post_recv("b")
+    h.post.recv("a")
+    h.post.recv("b")
     h.modify("a", S.SQD)
 
 
 def _terminate_by_sqe(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.post_recv("b")
+    h.post.recv("a")
+    h.post.recv("b")
     h.modify("b", S.SQE)
 
 
 def _reconnect(h: PairHarness) -> None:
     h.modify("b", S.ERR)
-    h.reconnect()
+    h.lifecycle.reconnect()
     _traffic(h)
 
 

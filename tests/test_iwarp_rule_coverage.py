@@ -60,7 +60,7 @@ def _pairs(log: RuleLog) -> None:
         h = PairHarness(fake, settings, recorder=log, sink=log, time_scale=0.01,
                         variant="iwarp")
         if connect:
-            h.connect()
+            h.lifecycle.connect()
         return h
 
     for param in CASES:

@@ -22,6 +22,7 @@ from models.qp import QPModel
 from models.sources import KINDS, LAYERS, MAY, SPEC, Rule, Source
 from models.variant import VARIANTS, variant
 from qpconform.engine import pair as engine_pair
+from qpconform.engine import pair_follow, pair_judgement, pair_life, pair_wire
 from reports.qualification import model_rules
 from tests.sequences import VALID_ATTRS
 
@@ -137,7 +138,8 @@ def _all_rules() -> dict[str, Rule]:
                 found.setdefault(rule.id, rule)
     for rule in _pair_rules():
         found.setdefault(rule.id, rule)
-    for module in (model_rules_module, engine_pair):
+    pair_parts = (pair_follow, pair_judgement, pair_life, pair_wire)
+    for module in (model_rules_module, engine_pair, *pair_parts):
         for value in vars(module).values():
             if isinstance(value, Rule):
                 found.setdefault(value.id, value)

@@ -34,37 +34,37 @@ ALL = [QPType.RC, QPType.UC, QPType.UD]
 
 def _inline(h: PairHarness) -> None:
     """A SEND and (RC, UC) a WRITE posted inline, within the reported cap."""
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, inline=True)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, inline=True)
     if h.dev.qp_type != QPType.UD:
-        h.post_send("a", Op.RDMA_WRITE, inline=True)
+        h.post.send("a", Op.RDMA_WRITE, inline=True)
 
 
 def _over_cap(h: PairHarness) -> None:
     """An inline SEND one byte beyond the cap (refused), then a SEND that must run."""
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, Fault.INLINE_OVER_CAP)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, Fault.INLINE_OVER_CAP)
+    h.post.send("a", Op.SEND)
 
 
 def _foreign(h: PairHarness) -> None:
     """The first operation the QP type lacks (UC: READ; UD: WRITE), a receive waiting."""
-    h.post_recv("b")
-    h.post_send("a", foreign_ops(h.dev.qp_type)[0])
+    h.post.recv("b")
+    h.post.send("a", foreign_ops(h.dev.qp_type)[0])
 
 
 def _misaligned(h: PairHarness) -> None:
     """A compare-and-swap to a remote address off alignment, then a SEND (RC)."""
-    h.post_recv("b")
-    h.post_send("a", Op.COMP_SWAP, Fault.MISALIGNED)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.COMP_SWAP, Fault.MISALIGNED)
+    h.post.send("a", Op.SEND)
 
 
 def _depth(h: PairHarness) -> None:
     """Four READs back to back with max_rd_atomic 1 (RC)."""
-    with h.back_to_back():
+    with h.post.back_to_back():
         for _ in range(4):
-            h.post_send("a", Op.RDMA_READ)
+            h.post.send("a", Op.RDMA_READ)
 
 
 _TYPES: dict[Callable, list[QPType]] = {
@@ -195,7 +195,7 @@ def test_reads_beyond_the_depth_are_named_only_back_to_back() -> None:
 
 def test_the_fake_reports_a_rounded_up_cap() -> None:
     h = connected_fake(QPType.RC)
-    assert h.max_inline("a") == FAKE_MAX_INLINE and h.can_post_inline("a", over_cap=True)
+    assert h.post.max_inline("a") == FAKE_MAX_INLINE and h.post.can_inline("a", over_cap=True)
 
 
 def test_a_provider_that_refuses_a_misaligned_atomic_conforms() -> None:

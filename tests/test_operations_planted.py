@@ -31,45 +31,45 @@ def _imm(h: PairHarness) -> None:
     """Immediate data both ways it travels: SEND_WITH_IMM, and WRITE_WITH_IMM (RC, UC)."""
     for op in (Op.SEND_WITH_IMM, Op.WRITE_WITH_IMM):
         if op in OPS_BY_TYPE[h.dev.qp_type]:
-            h.post_recv("b")
-            h.post_send("a", op)
+            h.post.recv("b")
+            h.post.send("a", op)
 
 
 def _read(h: PairHarness) -> None:
     """An RDMA READ (RC), with a receive posted at the responder that it must not consume."""
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_READ)
-    h.post_send("a", Op.SEND)  # takes the receive the READ left
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_READ)
+    h.post.send("a", Op.SEND)  # takes the receive the READ left
 
 
 def _atomics(h: PairHarness) -> None:
     """Both atomics (RC), with a receive posted at the responder they must not consume."""
-    h.post_recv("b")
-    h.post_send("a", Op.COMP_SWAP)
-    h.post_send("a", Op.FETCH_ADD)
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.COMP_SWAP)
+    h.post.send("a", Op.FETCH_ADD)
+    h.post.send("a", Op.SEND)
 
 
 def _unsignaled(h: PairHarness) -> None:
     """Selective signaling: two unsignaled WRs, then a signaled one that retires them."""
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, signaled=False)
-    h.post_send("a", Op.SEND, signaled=False)
-    h.post_recv("b")
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, signaled=False)
+    h.post.send("a", Op.SEND, signaled=False)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
 
 
 def _unsignaled_flush(h: PairHarness) -> None:
     """Unsignaled WRs held in SQD, then ERR: each is flushed though none is signaled."""
     h.modify("a", S.SQD)
-    h.post_send("a", Op.SEND, signaled=False)
-    h.post_send("a", Op.SEND, signaled=False)
+    h.post.send("a", Op.SEND, signaled=False)
+    h.post.send("a", Op.SEND, signaled=False)
     h.modify("a", S.ERR)
 
 
 def _unsignaled_error(h: PairHarness) -> None:
     """An unsignaled WR with a bad local key: its error completes it anyway."""
-    h.post_send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
+    h.post.send("a", Op.SEND, Fault.BAD_LKEY, signaled=False)
 
 
 SCENARIOS = [_imm, _read, _atomics, _unsignaled, _unsignaled_flush, _unsignaled_error]
@@ -230,7 +230,7 @@ def test_a_pair_without_atomics_carries_none_and_the_suite_says_why() -> None:
     assert not any(op.atomic for op in h.ops) and Op.RDMA_READ in h.ops
 
     def make_pair(qp_type: QPType, *_: object) -> PairHarness:
-        h.connect()
+        h.lifecycle.connect()
         return h
 
     with pytest.raises(pytest.skip.Exception, match="atomic_cap is NONE"):

@@ -19,7 +19,8 @@ import pytest
 from models.enums import QPType, WCStatus
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
-from qpconform.engine.pair import PARK_BASE, PARK_LIMIT, PairHarness
+from qpconform.engine.pair import PairHarness
+from qpconform.engine.pair_parked import PARK_BASE, PARK_LIMIT
 from qpconform.engine.park import AFTER_END, Park
 from qpconform.engine.records import DivergenceList
 from qpconform.engine.timing import DeliveryLog, Windows, unsure
@@ -51,14 +52,14 @@ def _pair(park: Park | None, log: DeliveryLog, sink: DivergenceList | None = Non
           ) -> PairHarness:
     h = PairHarness(CountingPair(QPType.RC), sink=sink, time_scale=0.01, delivery=log,
                     park=park)
-    h.connect()
+    h.lifecycle.connect()
     return h
 
 
 def _send(h: PairHarness) -> int:
     """One SEND a -> b that completes on both ends; returns its wr_id."""
-    h.post_recv("b")
-    return h.post_send("a")
+    h.post.recv("b")
+    return h.post.send("a")
 
 
 def _late_duplicate(h: PairHarness, wr_id: int, after: float) -> None:
@@ -98,7 +99,7 @@ def test_a_late_completion_after_a_mid_case_quiet_window_is_judged_at_the_next_s
 
     h.divergence = spy  # type: ignore[method-assign]
     with pytest.raises(DivergenceError) as caught:
-        h.post_recv("b")
+        h.post.recv("b")
     d = caught.value.record
     assert d.kind == "completion" and "again" in d.observed and f"wr {wr}" in d.expected
     step = h.ends["a"].steps[origins[0]]
@@ -196,7 +197,7 @@ def test_an_interrupted_drain_still_frees_every_pair() -> None:
     def interrupted() -> None:
         raise KeyboardInterrupt
 
-    h.park_poll = interrupted  # type: ignore[method-assign]
+    h.parkable.park_poll = interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         park.drain()
     assert not park.pairs and h.dev.closes == 1
@@ -222,14 +223,14 @@ def test_park_hold_follows_the_run_tail_up_to_a_limit() -> None:
     parked follows a slower delivery seen after it was parked."""
     park, log = Park(), _log()
     h = _pair(park, log)
-    assert h.park_hold() == pytest.approx(HOLD)
+    assert h.parkable.park_hold() == pytest.approx(HOLD)
     h.park()
-    assert park.pairs[0].until == pytest.approx(h.last_active() + HOLD)
+    assert park.pairs[0].until == pytest.approx(h.parkable.last_active() + HOLD)
     log.add("completion", 1.6 * MUST_WAIT, "ibta.err.recv_error on RC")
-    assert h.park_hold() == pytest.approx(1.5 * 1.6 * MUST_WAIT)
-    assert park.pairs[0].until == pytest.approx(h.last_active() + 1.5 * 1.6 * MUST_WAIT)
+    assert h.parkable.park_hold() == pytest.approx(1.5 * 1.6 * MUST_WAIT)
+    assert park.pairs[0].until == pytest.approx(h.parkable.last_active() + 1.5 * 1.6 * MUST_WAIT)
     log.add("event", 100 * MUST_WAIT, "QP_FATAL on RC")
-    assert h.park_hold() == pytest.approx(PARK_LIMIT * MUST_WAIT)
+    assert h.parkable.park_hold() == pytest.approx(PARK_LIMIT * MUST_WAIT)
     park.release()
 
 
@@ -264,7 +265,7 @@ def test_destroying_an_end_mid_case_observes_its_window_first() -> None:
     _late_duplicate(h, wr, h.quiet_window / 2)  # due to arrive inside the window
     began = time.monotonic()
     with pytest.raises(DivergenceError) as caught:
-        h.destroy("a")
+        h.lifecycle.destroy("a")
     assert "again" in caught.value.record.observed  # seen before the CQs went
     assert time.monotonic() - began < 1.0  # bounded: a window, not a must-wait
     h.close()

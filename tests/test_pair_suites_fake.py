@@ -67,7 +67,7 @@ def _pair_maker(log: RuleLog):
                         shared_cq_sides=frozenset(shared_cq_sides))
         h = PairHarness(fake, settings, recorder=log, sink=log, time_scale=0.01)
         if connect:
-            h.connect()
+            h.lifecycle.connect()
         return h
 
     return make_pair

@@ -90,7 +90,7 @@ class Pair:
                         srq_sides=self.srq_sides)
         h = PairHarness(pair, self.settings, quirks=rxe_quirks(self.kernel), sink=None,
                         time_scale=0.01)
-        h.connect()
+        h.lifecycle.connect()
         self.steps(h)
         h.quiet(0.01)
         return h.known
@@ -99,24 +99,24 @@ class Pair:
 # -------------------------------------------------------------------------- sequences
 def send_too_long(h: PairHarness) -> None:
     """An RC SEND longer than the peer's receive (pair.rc.recv_too_short)."""
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
 
 
 
 def send_too_long_unreliable(h: PairHarness) -> None:
     """A UC or UD SEND longer than the peer's receive (pair.unreliable.recv_too_short)."""
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
 
 
 def send_into_bad_lkey(h: PairHarness) -> None:
     """An RC SEND into a receive whose lkey names no MR (pair.rc.recv_bad_lkey)."""
-    h.post_recv("b", bad_lkey=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", bad_lkey=True)
+    h.post.recv("b")
+    h.post.send("a")
 
 
 def drain(notify: bool) -> Callable[[CheckedQP], None]:
@@ -164,35 +164,35 @@ def modify_with(nxt: QPState, **values: int) -> Callable[[CheckedQP], None]:
 
 
 def bad_lkey(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post.recv("b")
+    h.post.send("a", fault=Fault.BAD_LKEY)
 
 
 def held_then_rts(h: PairHarness) -> None:
     h.modify("a", S.SQD)
-    h.post_send("a")
-    h.post_recv("b")
+    h.post.send("a")
+    h.post.recv("b")
     h.modify("a", S.RTS)
 
 
 def held_then_rts_then_post(h: PairHarness) -> None:
     """A send held in SQD that SQD->RTS does not start, then the doorbell of a new post."""
     h.modify("a", S.SQD)
-    h.post_send("a")
-    h.post_recv("b")
-    h.post_recv("b")
+    h.post.send("a")
+    h.post.recv("b")
+    h.post.recv("b")
     h.modify("a", S.RTS)
-    h.post_send("a")
+    h.post.send("a")
 
 
 def held_bad_lkey_then_rts(h: PairHarness) -> None:
     """A bad-lkey send held in SQD, SQD->RTS (not started: the QP stays RTS), then a post
     whose doorbell runs it: the error state comes only now."""
     h.modify("a", S.SQD)
-    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a", fault=Fault.BAD_LKEY)
     h.modify("a", S.RTS)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b")
+    h.post.send("a")
 
 
 def drain_after_reset(reset: bool) -> Callable[[PairHarness], None]:
@@ -201,32 +201,32 @@ def drain_after_reset(reset: bool) -> Callable[[PairHarness], None]:
     def run(h: PairHarness) -> None:
         if reset:
             h.modify("a", S.SQD)
-            h.post_send("a")
+            h.post.send("a")
             h.modify("a", S.RESET)
-            h.bring_up("a")
+            h.lifecycle.bring_up("a")
         h.modify("a", S.SQD, {"en_sqd_async_notify": 1}, Attr.EN_SQD_ASYNC_NOTIFY)
 
     return run
 
 
 def rnr_send_then_sqd(h: PairHarness) -> None:
-    h.post_send("a")  # no receive at b: RNR, retried forever, in flight
+    h.post.send("a")  # no receive at b: RNR, retried forever, in flight
     h.modify("a", S.SQD)
 
 
 def rnr_send_sqd_then_recv(h: PairHarness) -> None:
     rnr_send_then_sqd(h)
-    h.post_recv("b")  # the send completes: the drain is over
+    h.post.recv("b")  # the send completes: the drain is over
 
 
 def bad_rkey(h: PairHarness) -> None:
-    h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+    h.post.send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
 
 
 def foreign_op(h: PairHarness) -> None:
     """A READ on UC (an operation the type lacks), a receive waiting at the peer."""
-    h.post_recv("b")
-    h.post_send("a", Op.RDMA_READ)
+    h.post.recv("b")
+    h.post.send("a", Op.RDMA_READ)
 
 
 def reset_from(state: QPState, recv: bool = True) -> Callable[[PairHarness], None]:
@@ -236,12 +236,12 @@ def reset_from(state: QPState, recv: bool = True) -> Callable[[PairHarness], Non
     def run(h: PairHarness) -> None:
         h.modify("a", state)
         if state == S.SQD:
-            h.post_send("a")  # held in SQD, discarded by RESET
+            h.post.send("a")  # held in SQD, discarded by RESET
         h.modify("a", S.RESET)
-        h.bring_up("a")
+        h.lifecycle.bring_up("a")
         if recv:
-            h.post_recv("b")
-        h.post_send("a")
+            h.post.recv("b")
+        h.post.send("a")
 
     return run
 
@@ -387,7 +387,7 @@ CASES["rxe.rd_atomic_grow_corrupts_memory"] = (
 
 def srq_qp_to_err(h: PairHarness) -> None:
     """The SRQ's end ("b") to ERR with a receive in the SRQ; then the other end too."""
-    h.post_srq_recv("b")
+    h.post.srq_recv("b")
     h.modify("b", S.ERR)
     h.quiet(0.01)
     h.modify("a", S.ERR)
@@ -474,8 +474,8 @@ def test_a_pair_drain_that_never_ends_after_reset_is_followed() -> None:
 
     def then_err(h: PairHarness) -> None:  # after the followed drain: SQD->ERR flushes
         drain_after_reset(True)(h)
-        h.post_recv("a")
-        h.post_recv("a")
+        h.post.recv("a")
+        h.post.recv("a")
         h.modify("a", S.ERR)
 
     with pytest.raises(DivergenceError) as caught:  # ... a lost flush is still a divergence
@@ -492,7 +492,7 @@ def test_reset_goes_through_err_when_a_known_refusal_keeps_the_qp_in_sqd(
     of bringing up a QP still in SQD."""
     pair = FakePair(QPType.UD, "stale_sq_drain_never_ends", FAST, kernel=K612)
     h = PairHarness(pair, FAST, quirks=rxe_quirks(K612), sink=None, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     drain_after_reset(True)(h)
     end, modify = pair.end("a"), pair.end("a").modify
 
@@ -503,10 +503,11 @@ def test_reset_goes_through_err_when_a_known_refusal_keeps_the_qp_in_sqd(
         return modify(attrs, mask)
 
     monkeypatch.setattr(end, "modify", refuse_while_draining)
-    h.destroy("b")  # the machine's replace_peer: a new peer, this end reset, both connected
-    h.recreate("b")
-    h.reset("a")
-    h.connect()
+    # the machine's replace_peer: a new peer, this end reset, both connected
+    h.lifecycle.destroy("b")
+    h.lifecycle.recreate("b")
+    h.lifecycle.reset("a")
+    h.lifecycle.connect()
     assert h.model.qp("a").state == S.RTS == pair.model.qp("a").state
     assert "rxe.sqd_exit_refused_while_draining" in {d.known_quirk for d in h.known}
 
@@ -536,7 +537,7 @@ def test_a_held_bad_send_is_followed_until_the_doorbell_runs_it(
     the error state comes then and is judged as usual."""
     pair = FakePair(qp_type, "sqd_rts_no_resume", FAST, kernel=kernel)
     h = PairHarness(pair, FAST, quirks=rxe_quirks(kernel), sink=None, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     held_bad_lkey_then_rts(h)
     h.quiet(0.01)
     assert {d.known_quirk for d in h.known} == {"rxe.sqd_to_rts_does_not_resume_sq"}
@@ -550,7 +551,7 @@ def test_a_held_send_the_device_did_run_is_not_rewound() -> None:
     resumes correctly is never followed back (no known record, nothing held)."""
     pair = FakePair(QPType.RC, None, FAST, kernel=K61)
     h = PairHarness(pair, FAST, quirks=rxe_quirks(K61), sink=None, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     held_then_rts_then_post(h)
     h.quiet(0.01)
     assert h.known == [] and not h.model.qp("a").outstanding_sends

@@ -46,7 +46,7 @@ def _connected(fault: str, kernel: str = K612, srq_sides: frozenset[str] = froze
 
     pair = FakePair(QPType.RC, fault, iwarp=True, srq_sides=srq_sides)
     h = PairHarness(pair, quirks=_quirks(kernel), sink=None, time_scale=0.01, variant="iwarp")
-    h.connect()
+    h.lifecycle.connect()
     return h
 
 
@@ -163,8 +163,8 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
 
     def run(fault: str) -> PairHarness:
         h = _connected(fault, kernel)
-        h.post_recv("a")
-        h.post_send("a", fault=Fault.BAD_LKEY)
+        h.post.recv("a")
+        h.post.send("a", fault=Fault.BAD_LKEY)
         h.quiet(0.01)
         return h
 
@@ -179,9 +179,9 @@ def _bad_lkey_pair(fault: str, kernel: str):
     from models.pair import Fault
 
     h = _connected(fault, kernel)
-    h.post_recv("a")
-    h.post_send("a", fault=Fault.BAD_LKEY)
-    h.post_send("a")  # accepted on a QP without a connection: never completes
+    h.post.recv("a")
+    h.post.send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a")  # accepted on a QP without a connection: never completes
     h.quiet(0.01)
     return h
 
@@ -209,8 +209,8 @@ def test_terminate_keeping_its_receives_is_known_but_a_close_keeping_them_is_not
 
     def close(fault: str, how: QPState) -> PairHarness:
         h = _connected(fault)
-        h.post_recv("a")
-        h.post_recv("b")
+        h.post.recv("a")
+        h.post.recv("b")
         h.modify("a", how)
         h.quiet(0.01)
         return h
@@ -236,7 +236,7 @@ def test_a_receive_posted_while_closing_and_never_flushed_is_known_a_wrong_statu
     def closing_then_recv(fault: str) -> PairHarness:
         h = _connected(fault)
         h.modify("a", how)
-        h.post_recv("a")
+        h.post.recv("a")
         h.quiet(0.01)
         return h
 
@@ -255,7 +255,7 @@ def test_last_wqe_never_raised_is_known_and_one_without_an_srq_is_not() -> None:
 
     def srq_qp_to_err(fault: str) -> PairHarness:
         h = _connected(fault, srq_sides=frozenset({"b"}))
-        h.post_srq_recv("b")
+        h.post.srq_recv("b")
         h.modify("b", QPState.ERR)
         h.quiet(0.01)
         return h
@@ -283,7 +283,7 @@ def test_an_srq_qp_post_that_kills_the_process_is_known_and_an_accepted_one_is_n
             quirks = Quirks.load(QUIRKS_DIR / "siw.toml").for_run(
                 {"kernel": K612, "rdma_core": rdma_core})
             h = PairHarness(pair, quirks=quirks, sink=None, time_scale=0.01, variant="iwarp")
-            h.connect()
+            h.lifecycle.connect()
             return h
 
         return make_pair

@@ -23,10 +23,10 @@ S = QPState
 def _bad_lkey_recv(h: PairHarness) -> None:
     """A receive with a bad lkey, a good one behind it, a receive on the requester, then a
     SEND into the bad one."""
-    h.post_recv("a")
-    h.post_recv("b", bad_lkey=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("a")
+    h.post.recv("b", bad_lkey=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet(0.01)
 
 
@@ -86,7 +86,7 @@ def test_a_receive_not_failing_with_loc_prot_err_is_caught(fault, status) -> Non
 def test_a_bad_lkey_receive_goes_to_the_own_queue_only() -> None:
     h = connected_fake(QPType.RC, srq_sides=frozenset({"b"}))
     with pytest.raises(ValueError):
-        h.post_recv("b", bad_lkey=True)
+        h.post.recv("b", bad_lkey=True)
 
 
 def test_the_traffic_machine_catches_a_bad_lkey_receive_that_succeeds() -> None:

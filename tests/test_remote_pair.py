@@ -50,7 +50,7 @@ def _connected(device: Any, qp_type: QPType, variant: str = "linux") -> PairHarn
     """A harness over a pair the executor builds, connected."""
     h = PairHarness(RemotePair(device, qp_type, FAST), sink=None, time_scale=0.01,
                     variant=variant)
-    h.connect()
+    h.lifecycle.connect()
     return h
 
 
@@ -94,8 +94,8 @@ def test_a_stray_byte_is_caught_through_the_executor(qp_type) -> None:
 
 
 def _filled_send(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, unused=unused_wr.WILD)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, unused=unused_wr.WILD)
 
 
 def test_a_wr_fill_travels_to_the_executor_and_its_fault_is_caught() -> None:
@@ -104,8 +104,8 @@ def test_a_wr_fill_travels_to_the_executor_and_its_fault_is_caught() -> None:
     with _served() as device:
         h = _connected(device, QPType.RC)
         for op in h.ops:
-            h.post_recv("b")
-            h.post_send("a", op, unused=unused_wr.OTHER)
+            h.post.recv("b")
+            h.post.send("a", op, unused=unused_wr.OTHER)
         h.quiet(0.01)
         assert h.known == []
         h.dev.close()
@@ -140,7 +140,7 @@ def test_the_pair_suites_pass_and_exercise_the_same_rules_through_the_executor()
             h = PairHarness(pair, settings, recorder=log, sink=log, time_scale=0.01)
             made.append(h)
             if connect:
-                h.connect()
+                h.lifecycle.connect()
             return h
 
         ran = 0

@@ -77,7 +77,7 @@ def make_pair(run_recorder):
         harness = PairHarness(fake, sink=None, time_scale=0.01, recorder=run_recorder)
         made.append(harness)
         if connect:
-            harness.connect()
+            harness.lifecycle.connect()
         return harness
 
     yield factory

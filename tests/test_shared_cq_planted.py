@@ -27,55 +27,55 @@ BY_A = frozenset({"a"})
 
 def _with_receives(h: PairHarness) -> None:
     """The bystander to INIT with two receives waiting on the end's receive CQ."""
-    h.bystander_modify("a", S.INIT)
-    h.bystander_post_recv("a")
-    h.bystander_post_recv("a")
+    h.shared.modify("a", S.INIT)
+    h.shared.post_recv("a")
+    h.shared.post_recv("a")
 
 
 def _traffic(h: PairHarness) -> None:
     """Traffic both ways on the end, then the bystander flushed (receives, and a SEND
     posted in ERR): every completion on the shared CQs names its own QP."""
     _with_receives(h)
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
-    h.post_recv("b")
-    h.post_send("a", Op.SEND)
-    h.bystander_modify("a", S.ERR)
-    h.bystander_post_send("a")
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
+    h.shared.modify("a", S.ERR)
+    h.shared.post_send("a")
 
 
 def _end_flush(h: PairHarness) -> None:
     """The end to ERR while the bystander holds receives: only the end's flush; then the
     bystander's own."""
     _with_receives(h)
-    h.post_recv("a")
+    h.post.recv("a")
     h.modify("a", S.ERR)
     h.quiet(0.01)
-    h.bystander_modify("a", S.ERR)
+    h.shared.modify("a", S.ERR)
 
 
 def _reset_over(h: PairHarness) -> None:
     """The bystander's flushes left on the CQs while the end is reset; then the end back
     to RTS and a SEND to it."""
     _with_receives(h)
-    with h.unpolled():
-        h.bystander_modify("a", S.ERR)
-        h.pause()
+    with h.shared.unpolled():
+        h.shared.modify("a", S.ERR)
+        h.shared.pause()
         h.modify("a", S.RESET)
-    h.bring_up("a")
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
+    h.lifecycle.bring_up("a")
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
 
 
 def _reset_over_own(h: PairHarness) -> None:
     """As _reset_over, with a completion of the end's own also unpolled at its RESET (it
     may vanish with it, or be polled after: either conforms)."""
     _with_receives(h)
-    h.post_recv("a")
-    with h.unpolled():
-        h.post_send("b", Op.SEND)
-        h.bystander_modify("a", S.ERR)
-        h.pause()
+    h.post.recv("a")
+    with h.shared.unpolled():
+        h.post.send("b", Op.SEND)
+        h.shared.modify("a", S.ERR)
+        h.shared.pause()
         h.modify("a", S.RESET)
 
 
@@ -191,15 +191,15 @@ def test_the_iwarp_machine_finds_nothing_on_a_clean_fake_with_bystanders() -> No
     machine.TestCase().runTest()
     sides = {s.get("side") for h in made for s in h.steps}
     assert "a.bystander" in sides
-    assert any(h.shared_cq_sides == BY_A for h in made)
-    assert any(not h.shared_cq_sides for h in made)
+    assert any(h.shared.sides == BY_A for h in made)
+    assert any(not h.shared.sides for h in made)
 
 
 def test_a_completion_naming_no_qp_of_the_cq_is_a_divergence() -> None:
     """Without a bystander too: a completion whose qp_num names no QP of the end's CQs."""
     h = connected_fake(QPType.RC)
-    wr = h.post_recv("a")
-    h.post_recv("a")
+    wr = h.post.recv("a")
+    h.post.recv("a")
     end = h.dev.end("a")
     end.cq.append(Completion(wr, "recv", WCStatus.WR_FLUSH_ERR, end.qp_num + 1000))
     with pytest.raises(DivergenceError) as caught:
@@ -217,8 +217,8 @@ def test_the_bystander_completions_are_its_own_track() -> None:
     h.quiet(0.01)
     sides = {s.get("side") for s in h.steps}
     assert {"a", "b", "a.bystander"} <= sides
-    assert h.bystander("a").ledger.done  # its flushes matched on its own books
-    assert h.bystander("a").model.state == S.ERR
+    assert h.shared.bystander("a").ledger.done  # its flushes matched on its own books
+    assert h.shared.bystander("a").model.state == S.ERR
 
 
 
@@ -244,11 +244,11 @@ def test_completions_held_back_by_an_unpolled_block_are_no_delivery_samples() ->
     make no verdict 'timing unsure'; deliveries after the block are sampled again."""
     h = connected_fake(QPType.RC, shared_cq_sides=BY_A)
     _with_receives(h)
-    with h.unpolled():
-        h.bystander_modify("a", S.ERR)
-        h.pause(30)  # 0.3 s at the fake's time scale: the length of a real run's pause
-    h.post_recv("a")
-    h.post_send("b", Op.SEND)
+    with h.shared.unpolled():
+        h.shared.modify("a", S.ERR)
+        h.shared.pause(30)  # 0.3 s at the fake's time scale: the length of a real run's pause
+    h.post.recv("a")
+    h.post.send("b", Op.SEND)
     h.quiet(0.01)
     h.finish()
     samples = h.delivery.samples["completion"]

@@ -26,22 +26,22 @@ SRQ_B = frozenset({"b"})
 
 def _consume(h: PairHarness) -> None:
     """Two receives in the SRQ, two SENDs take them; a refused post on the SRQ's QP."""
-    h.post_srq_recv("b")
-    h.post_srq_recv("b")
-    h.post_qp_recv("b")
-    h.post_send("a", Op.SEND)
-    h.post_send("a", Op.SEND)
+    h.post.srq_recv("b")
+    h.post.srq_recv("b")
+    h.post.qp_recv("b")
+    h.post.send("a", Op.SEND)
+    h.post.send("a", Op.SEND)
 
 
 def _err(h: PairHarness) -> None:
     """The SRQ's QP to ERR with a receive waiting in the SRQ."""
-    h.post_srq_recv("b")
+    h.post.srq_recv("b")
     h.modify("b", S.ERR)
 
 
 def _err_both(h: PairHarness) -> None:
     """Both ends to ERR: only "b" has an SRQ (Last WQE Reached there only)."""
-    h.post_srq_recv("b")
+    h.post.srq_recv("b")
     h.modify("a", S.ERR)
     h.modify("b", S.ERR)
 
@@ -49,25 +49,25 @@ def _err_both(h: PairHarness) -> None:
 def _limit(h: PairHarness) -> None:
     """Four receives, the limit at 3, three SENDs: the event after the second only."""
     for _ in range(4):
-        h.post_srq_recv("b")
-    h.arm_srq("b", 3)
+        h.post.srq_recv("b")
+    h.post.arm_srq("b", 3)
     for _ in range(3):
-        h.post_send("a", Op.SEND)
+        h.post.send("a", Op.SEND)
 
 
 def _reuse(h: PairHarness) -> None:
     """ERR, RESET and back: a receive posted before ERR serves the next SEND."""
-    h.post_srq_recv("b")
+    h.post.srq_recv("b")
     h.modify("b", S.ERR)
-    h.reset("b")
-    h.bring_up("b")
-    h.post_send("a", Op.SEND)
+    h.lifecycle.reset("b")
+    h.lifecycle.bring_up("b")
+    h.post.send("a", Op.SEND)
 
 
 def _post_on_qp(h: PairHarness) -> None:
-    h.post_qp_recv("b", isolated=True)
-    h.post_srq_recv("b")
-    h.post_send("a", Op.SEND)
+    h.post.qp_recv("b", isolated=True)
+    h.post.srq_recv("b")
+    h.post.send("a", Op.SEND)
 
 
 SCENARIOS = [_consume, _err, _err_both, _limit, _reuse, _post_on_qp]

@@ -150,7 +150,7 @@ def test_a_pairs_quiet_window_follows_the_tail_and_ends_no_observation() -> None
     log = DeliveryLog()
     log.follow(Windows(0.1, 1.0, "test"))
     h = PairHarness(FakePair(QPType.RC), time_scale=0.01, delivery=log)
-    h.connect()
+    h.lifecycle.connect()
     h.quiet()
     log.add("completion", 0.2, "pair.send.delivered on RC")
     start = time.monotonic()
@@ -192,11 +192,11 @@ def test_an_allowed_event_is_no_delivery_sample() -> None:
     log.follow(Windows(0.1, 1.0, "test"))
     h = PairHarness(FakePair(QPType.RC, iwarp=True), time_scale=0.01,
                     delivery=log, variant="iwarp")
-    h.connect()
+    h.lifecycle.connect()
     from models.enums import EventType
 
     h.dev.ends["a"].async_events.append(EventType.QP_FATAL)  # read after the post: allowed
-    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a", fault=Fault.BAD_LKEY)
     h.quiet(0.01)
     assert "event QP_FATAL" in str(h.ends["a"].steps)  # it came, and was judged (allowed)
     assert not log.samples.get("event"), log.slowest_of

@@ -44,15 +44,15 @@ UNRELIABLE = [QPType.UC, QPType.UD]
 
 def _too_long_twice(h: PairHarness) -> None:
     """suites/test_error_handling.py test_unreliable_send_longer_than_the_receive."""
-    h.post_recv("b", short=True)
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b", short=True)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet(0.01)
     if h.model.qp("b").state == S.ERR:
-        h.reset("b")
-        h.bring_up("b")
-        h.post_recv("b", short=True)
-    h.post_send("a")
+        h.lifecycle.reset("b")
+        h.lifecycle.bring_up("b")
+        h.post.recv("b", short=True)
+    h.post.send("a")
     h.quiet(0.01)
     h.finish()
 
@@ -64,15 +64,15 @@ def _too_long_behind_held_sends(h: PairHarness) -> None:
     as `_too_long_twice` (a dropped message leaves the short receive first in line)."""
     for _ in range(2):
         if h.model.qp("b").state == S.ERR:
-            h.reset("b")
-            h.bring_up("b")
+            h.lifecycle.reset("b")
+            h.lifecycle.bring_up("b")
         if h.model.qp("b").state == S.RTS:
-            h.post_recv("b", short=True)
-            h.post_recv("b")
+            h.post.recv("b", short=True)
+            h.post.recv("b")
             h.modify("b", S.SQD)
-        h.post_recv("a")
-        h.post_send("b")  # held in SQD
-        h.post_send("a")
+        h.post.recv("a")
+        h.post.send("b")  # held in SQD
+        h.post.send("a")
         h.quiet(0.01)
     h.finish()
 
@@ -152,11 +152,11 @@ def test_two_choices_in_one_run_are_inconsistent() -> None:
     same run that chooses otherwise is an inconsistent divergence."""
     recorder = RunRecorder({}, {})
     first = PairHarness(FakePair(QPType.UD), sink=None, time_scale=0.01, recorder=recorder)
-    first.connect()
+    first.lifecycle.connect()
     _too_long_twice(first)
     second = PairHarness(FakePair(QPType.UD, "too_long_error"), sink=None, time_scale=0.01,
                          recorder=recorder)
-    second.connect()
+    second.lifecycle.connect()
     with pytest.raises(DivergenceError) as caught:
         _too_long_twice(second)
     assert caught.value.record.rule_id == UNRELIABLE_RECV_TOO_SHORT.id
@@ -171,12 +171,12 @@ def test_a_later_pair_starts_from_the_run_s_choice(first: str | None, then: str 
     for fault in (first, first):
         h = PairHarness(FakePair(QPType.UC, fault), sink=None, time_scale=0.01,
                         recorder=recorder)
-        h.connect()
+        h.lifecycle.connect()
         _too_long_twice(h)
     chosen = h.model.too_long
     h = PairHarness(FakePair(QPType.UC, then), sink=None, time_scale=0.01, recorder=recorder)
-    h.connect()
-    h.post_recv("b", short=True)
+    h.lifecycle.connect()
+    h.post.recv("b", short=True)
     assert h.model.too_long == chosen
     with pytest.raises(DivergenceError) as caught:
         _too_long_twice(h)
@@ -217,8 +217,8 @@ def test_an_inline_send_names_the_bytes_it_carries(op: Op) -> None:
 
 
 def _inline_send(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a", inline=True)
+    h.post.recv("b")
+    h.post.send("a", inline=True)
     h.quiet(0.01)
     h.finish()
 
@@ -268,7 +268,7 @@ def test_rxe_predicted_status_is_a_divergence_of_the_rule(qp_type: QPType, tmp_p
     quirks = Quirks.load(profile).for_run({"kernel": "6.1.0-50-amd64", "rdma_core": "56.1"})
     h = PairHarness(FakePair(qp_type, "too_long_as_malformed_wqe"), quirks=quirks, sink=None,
                     time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     _too_long_twice(h)
     assert {d.known_quirk for d in h.known} == {"rxe.unreliable_too_long_as_malformed_wqe"}
     assert h.model.too_long == TOO_LONG_ERROR

@@ -15,17 +15,17 @@ ALL = [QPType.RC, QPType.UC, QPType.UD]
 
 def _flush(h: PairHarness) -> None:
     for _ in range(3):
-        h.post_recv("a")
+        h.post.recv("a")
     h.modify("a", S.ERR)
 
 
 def _duplicate(h: PairHarness) -> None:
-    h.post_recv("b")
-    h.post_send("a")
+    h.post.recv("b")
+    h.post.send("a")
 
 
 def _send_error(h: PairHarness) -> None:
-    h.post_send("a", fault=Fault.BAD_LKEY)  # completes in error on every QP type
+    h.post.send("a", fault=Fault.BAD_LKEY)  # completes in error on every QP type
 
 
 def _drain_notify(h: PairHarness) -> None:
@@ -37,49 +37,49 @@ def _drain_silent(h: PairHarness) -> None:
 
 
 def _reset_then_up(h: PairHarness) -> None:
-    h.post_recv("a")
-    h.post_recv("a")
+    h.post.recv("a")
+    h.post.recv("a")
     h.modify("a", S.RESET)
-    h.bring_up("a")
+    h.lifecycle.bring_up("a")
     h.quiet(0.01)
 
 
 def _everything(h: PairHarness) -> None:
     """A tour of every rule: traffic, faults, ERR, RESET, SQD, destroy."""
     qp_type = h.dev.qp_type
-    h.post_recv("b")
-    h.post_send("a")
-    h.post_send("a")  # no receive: RC RNR-exhausted, UD/UC dropped
+    h.post.recv("b")
+    h.post.send("a")
+    h.post.send("a")  # no receive: RC RNR-exhausted, UD/UC dropped
     h.modify("a", S.RESET)
     h.modify("b", S.RESET)
-    h.connect()
+    h.lifecycle.connect()
     if qp_type != QPType.UD:
-        h.post_send("a", Op.RDMA_WRITE)
-        h.post_recv("b")
-        h.post_send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
+        h.post.send("a", Op.RDMA_WRITE)
+        h.post.recv("b")
+        h.post.send("a", Op.RDMA_WRITE, Fault.BAD_RKEY)
         for side in "ab":
             h.modify(side, S.RESET)
-        h.connect()
-    h.post_recv("a")
-    h.post_send("a", fault=Fault.BAD_LKEY)
-    h.post_send("a")
+        h.lifecycle.connect()
+    h.post.recv("a")
+    h.post.send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a")
     if qp_type != QPType.RC:
-        h.post_send("b")
+        h.post.send("b")
         h.modify("a", S.RTS)  # SQE -> RTS
     else:
         h.modify("a", S.RESET)
-        h.bring_up("a")
+        h.lifecycle.bring_up("a")
     _drain_notify(h)
-    h.post_send("a")
-    h.post_recv("b")
+    h.post.send("a")
+    h.post.recv("b")
     h.modify("a", S.SQD, {"qkey": 1} if qp_type == QPType.UD else {}, Attr(0))
     h.modify("a", S.RTS)
     h.modify("b", S.ERR)
-    h.post_send("a")
-    h.post_recv("b")
-    h.destroy("b")
-    h.post_send("a")
-    h.recreate("b")
+    h.post.send("a")
+    h.post.recv("b")
+    h.lifecycle.destroy("b")
+    h.post.send("a")
+    h.lifecycle.recreate("b")
     h.quiet(0.01)
 
 
@@ -140,7 +140,7 @@ def test_quirk_makes_a_divergence_known_and_it_is_recorded():
         sink=sink,
         time_scale=0.01,
     )
-    h.connect()
+    h.lifecycle.connect()
     _drain_silent(h)
     h.modify("a", S.RTS)
     h.quiet(0.01)
@@ -160,7 +160,7 @@ def test_unknown_divergence_fails_with_the_readable_record():
 
     sink = DivergenceList()
     h = PairHarness(FakePair(QPType.RC, "lost_flush"), sink=sink, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     with pytest.raises(DivergenceError) as caught:
         _flush(h)
     text = str(caught.value)
@@ -179,7 +179,7 @@ def test_known_missing_completion_is_excused_if_it_comes_late():
     )
     pair = FakePair(QPType.RC, "lost_flush")
     h = PairHarness(pair, quirks=quirks, sink=None, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     _flush(h)
     assert h.desynced and [d.kind for d in h.known] == ["missing_completion"]
     lost = next(iter(h.ends["a"].ledger.excused))
@@ -189,7 +189,7 @@ def test_known_missing_completion_is_excused_if_it_comes_late():
     end = pair.end("a")
     end.cq.append(Completion(lost, "recv", WCStatus.WR_FLUSH_ERR, end.qp_num))
     h.quiet(0.01)
-    h.resync()
+    h.lifecycle.resync()
     assert not h.desynced
 
 
@@ -238,9 +238,9 @@ def test_state_machine_catches_a_planted_fault():
 def _first_packet_in_rtr(h: PairHarness) -> None:
     """b back to RTR only, then a SEND from a: b's first packet arrives in RTR."""
     h.modify("b", S.RESET)
-    h.bring_up("b", S.RTR)
-    h.post_recv("b")
-    h.post_send("a")
+    h.lifecycle.bring_up("b", S.RTR)
+    h.post.recv("b")
+    h.post.send("a")
     h.quiet(0.01)
 
 
@@ -279,9 +279,9 @@ def test_a_timer_decided_completion_gets_the_timer_bound():
 
     h = PairHarness(FakePair(QPType.RC, "late_timer"), sink=None, time_scale=0.01)
     assert h.bound < TIMER_DELAY < h.timer_bound
-    h.connect()
-    h.destroy("b")
-    h.post_recv("a")
-    h.post_send("a")  # to a peer that is gone: retried until the timer gives up
+    h.lifecycle.connect()
+    h.lifecycle.destroy("b")
+    h.post.recv("a")
+    h.post.send("a")  # to a peer that is gone: retried until the timer gives up
     h.quiet(0.01)
     assert h.model.qp("a").state == QPState.ERR and not h.known

@@ -110,8 +110,8 @@ def test_the_adapter_writes_the_fill_first_and_the_opcodes_own_fields_on_top(
 def _everything_filled(h: PairHarness, choice: str) -> None:
     for op in h.ops:
         peer = h.model.peer_of("a")
-        h.post_recv(peer)
-        h.post_send("a", op, unused=choice)
+        h.post.recv(peer)
+        h.post.send("a", op, unused=choice)
     h.quiet(0.01)
 
 
@@ -130,9 +130,9 @@ def test_a_clean_fake_ignores_every_fill(qp_type: QPType, choice: str) -> None:
 @pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
 def test_imm_read_from_an_unused_field_is_caught_under_the_rule(qp_type: QPType) -> None:
     h = connected_fake(qp_type, "imm_from_unused")
-    h.post_recv("b")
+    h.post.recv("b")
     with pytest.raises(DivergenceError) as caught:
-        h.post_send("a", Op.SEND, unused=unused_wr.OTHER)
+        h.post.send("a", Op.SEND, unused=unused_wr.OTHER)
         h.quiet(0.01)
     record = caught.value.record
     assert (record.kind, record.rule_id) == ("fields", RULE)
@@ -151,11 +151,11 @@ def test_a_divergence_on_a_plain_wr_keeps_its_rule() -> None:
     """Only a WR that carried a fill is named after it: imm_lost on a plain SEND WITH IMM
     stays pair.imm.delivered, even after filled WRs."""
     h = connected_fake(QPType.RC, "imm_lost")
-    h.post_recv("b")
-    h.post_send("a", Op.SEND, unused=unused_wr.WILD)  # no immediate: nothing to lose
-    h.post_recv("b")
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, unused=unused_wr.WILD)  # no immediate: nothing to lose
+    h.post.recv("b")
     with pytest.raises(DivergenceError) as caught:
-        h.post_send("a", Op.SEND_WITH_IMM)
+        h.post.send("a", Op.SEND_WITH_IMM)
         h.quiet(0.01)
     assert caught.value.record.rule_id == "pair.imm.delivered"
 
@@ -164,9 +164,9 @@ def test_a_divergence_the_fill_does_not_show_keeps_its_rule() -> None:
     """imm_lost on a filled WRITE WITH IMM (the union filled under its rdma member): what
     the device did does not show the fill, so the record stays pair.imm.delivered."""
     h = connected_fake(QPType.RC, "imm_lost")
-    h.post_recv("b")
+    h.post.recv("b")
     with pytest.raises(DivergenceError) as caught:
-        h.post_send("a", Op.WRITE_WITH_IMM, unused=unused_wr.OTHER)
+        h.post.send("a", Op.WRITE_WITH_IMM, unused=unused_wr.OTHER)
         h.quiet(0.01)
     assert caught.value.record.rule_id == "pair.imm.delivered"
 
@@ -187,9 +187,9 @@ def test_the_reproducer_carries_the_fill(tmp_path: Path) -> None:
     from reports.reproducer import write_reproducer
 
     h = connected_fake(QPType.RC, "imm_from_unused")
-    h.post_recv("b")
+    h.post.recv("b")
     with pytest.raises(DivergenceError) as caught:
-        h.post_send("a", Op.SEND, unused=unused_wr.WILD)
+        h.post.send("a", Op.SEND, unused=unused_wr.WILD)
         h.quiet(0.01)
     record = caught.value.record
     (post,) = [s for s in record.steps if s["verb"] == "post_send"]

@@ -19,7 +19,7 @@ def _pair(
     log = RuleLog(strict=True)
     h = PairHarness(FakePair(qp_type, settings=settings), settings, recorder=log, sink=log,
                     time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     return h, log
 
 
@@ -51,12 +51,12 @@ def test_a_modify_watches_for_error_events() -> None:
 
 def test_an_error_completion_watches_for_an_event_on_top() -> None:
     h, log = _pair()
-    h.post_send("a", fault=Fault.BAD_LKEY)
+    h.post.send("a", fault=Fault.BAD_LKEY)
     assert "pair.completion_error.no_event" in log.rules
 
 
 def test_a_send_waiting_for_a_receive_is_noted_once() -> None:
     h, log = _pair(QPType.RC, HOLD)
-    h.post_send("a")
-    h.post_recv("a")  # another step: the send still waits, and is not noted again
+    h.post.send("a")
+    h.post.recv("a")  # another step: the send still waits, and is not noted again
     assert log.rules["pair.rc.rnr_wait"] == 1

@@ -40,22 +40,22 @@ ALL = [QPType.RC, QPType.UC, QPType.UD]
 
 def _send(h: PairHarness) -> None:
     """A plain SEND into a posted receive."""
-    h.post_recv("b")
-    h.post_send("a", Op.SEND)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
 
 
 def _write_imm(h: PairHarness) -> None:
     """An RDMA WRITE with immediate only (RC, UC)."""
-    h.post_recv("b")
-    h.post_send("a", Op.WRITE_WITH_IMM)
+    h.post.recv("b")
+    h.post.send("a", Op.WRITE_WITH_IMM)
 
 
 def _both_ways(h: PairHarness) -> None:
     """A SEND each way: each receive names its own sender."""
-    h.post_recv("b")
-    h.post_recv("a")
-    h.post_send("a", Op.SEND)
-    h.post_send("b", Op.SEND_WITH_IMM)
+    h.post.recv("b")
+    h.post.recv("a")
+    h.post.send("a", Op.SEND)
+    h.post.send("b", Op.SEND_WITH_IMM)
 
 
 SCENARIOS = [_send, _imm, _both_ways]
@@ -143,7 +143,7 @@ class _ChoiceLog(RuleLog):
 def _recorded(fault: str | None) -> tuple[PairHarness, _ChoiceLog]:
     log = _ChoiceLog()
     h = PairHarness(FakePair(QPType.UD, fault), recorder=log, sink=log, time_scale=0.01)
-    h.connect()
+    h.lifecycle.connect()
     return h, log
 
 

@@ -1,11 +1,11 @@
 """How the connected-pair rule set compares the ends' states and follows a device.
 
-`PairFollowing` is mixed into `PairHarness` (qpconform/engine/pair.py) and works on its
-state: after every settle both ends' states are read back and compared with the model
-(`_check_states`; after an automatic move, `_sync_state`); a known state divergence is
-followed, an SQD drain the device ends early or late is followed, and sends a known quirk
-says the device never started (`instead = "sends_wait_for_doorbell"`) are followed back to
-before the wire ran them (`Rewind`), held until the end's next post_send rings the doorbell.
+`PairFollowing` is a part of `PairHarness` (qpconform/engine/pair.py): after every settle
+both ends' states are read back and compared with the model (`check_states`; after an
+automatic move, `sync_state`); a known state divergence is followed, an SQD drain the
+device ends early or late is followed, and sends a known quirk says the device never
+started (`instead = "sends_wait_for_doorbell"`) are followed back to before the wire ran
+them (`Rewind`), held until the end's next post_send rings the doorbell.
 `EndState` is what the rule set knows of one end beyond its ledger.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from models.enums import EventType, QPState, WCStatus
 from models.pair import SIDES, PairModel
@@ -48,137 +49,144 @@ class Rewind:
 
 
 class PairFollowing:
-    """PairHarness's comparison of the ends' states and its following of the device (a
-    mixin: PairHarness is its only user)."""
+    """PairHarness's comparison of the ends' states and its following of the device: it
+    reads (and, going back, replaces) the harness's model, ends and step log, and judges
+    through its engine."""
 
-    def _check_states(self) -> None:
-        for track in self.end_tracks():
+    def __init__(self, harness: Any) -> None:
+        self.h = harness
+        self.rewind: Rewind | None = None  # set between a resuming modify and its settle
+        self.not_started: set[tuple[str, int]] = set()  # missing: never started (known)
+        self.doorbell: set[str] = set()  # ends whose held sends the next post_send starts
+
+    def check_states(self) -> None:
+        for track in self.h.end_tracks():
             side = track.side
             assert side is not None
-            got = self.dev.end(side).query()
-            deadline = time.monotonic() + self.bound
+            got = self.h.dev.end(side).query()
+            deadline = time.monotonic() + self.h.bound
             while (
                 got.state == S.SQD == track.model.state
                 and got.sq_draining
                 and not track.model.draining
                 and time.monotonic() < deadline
             ) or (
-                self.variant.connection_managed
+                self.h.variant.connection_managed
                 and got.state == S.RTS
                 and track.model.state == S.ERR
                 and time.monotonic() < deadline
             ):  # a drain with nothing in flight ends promptly, not necessarily at once; an
                 # iWARP peer enters ERR when it sees the connection end (TCP), a moment later
                 time.sleep(0.01)
-                got = self.dev.end(side).query()
-            self._compare_state(side, got)
+                got = self.h.dev.end(side).query()
+            self.compare_state(side, got)
 
-    def _sync_state(self, side: str | None) -> None:
+    def sync_state(self, side: str | None) -> None:
         """After an automatic transition: wait (bounded) for the device to leave the old
         state, then compare, so a known different state is followed before its flushes."""
         assert side is not None
-        before = self.model.qp(side).state
-        got = self.dev.end(side).query()
-        deadline = time.monotonic() + self.bound
+        before = self.h.model.qp(side).state
+        got = self.h.dev.end(side).query()
+        deadline = time.monotonic() + self.h.bound
         while got.state in (S.RTS, S.SQD) and got.state != before and time.monotonic() < deadline:
             time.sleep(0.005)
-            got = self.dev.end(side).query()
-        self._compare_state(side, got)
+            got = self.h.dev.end(side).query()
+        self.compare_state(side, got)
 
-    def _compare_state(self, side: str, got: QueryResult) -> None:
-        track, mine = self.ends[side], self.end_state[side]
+    def compare_state(self, side: str, got: QueryResult) -> None:
+        track, mine = self.h.ends[side], self.h.end_state[side]
         qp = track.model
         if got.state not in qp.reported():  # iwarp: IDLE may read back as INIT
             why = mine.state_because
-            d = self.divergence(
+            d = self.h.divergence(
                 track, "state", why.rule, why.origin, f"state {qp.state.name}",
                 f"state {got.state.name}", [f"state={got.state.name}"],
             )
-            quirk = self.diverge(track, d)
+            quirk = self.h.diverge(track, d)
             if quirk is not None and not reads_wrong(quirk):
-                self.verdict.follow_state(track, got.state, track.last())
+                self.h.verdict.follow_state(track, got.state, track.last())
                 mine.state_because = Because(STATE_RULE, track.last())
         elif qp.state == S.SQD and got.sq_draining is not None and got.sq_draining != qp.draining:
-            d = self.divergence(
+            d = self.h.divergence(
                 track, "state", SQ_DRAINING, track.last(), f"sq_draining={int(qp.draining)}",
                 f"sq_draining={int(got.sq_draining)}", [f"sq_draining={int(got.sq_draining)}"],
             )
-            if self.diverge(track, d) is None:
+            if self.h.diverge(track, d) is None:
                 return
             if got.sq_draining:
-                self._follow_draining(side)
+                self.follow_draining(side)
             else:
-                self._follow_drained(side)
+                self.follow_drained(side)
                 mine.early_drain = True  # its SQ_DRAINED may still come
 
-    def _rewind_point(self, side: str) -> None:
+    def mark_rewind_point(self, side: str) -> None:
         """Remember the pair as it is before the wire runs the sends SQD->RTS resumed."""
-        self._rewind = Rewind(
+        self.rewind = Rewind(
             side,
-            copy.deepcopy(self.model),
-            {s: len(self.ends[s].history) for s in SIDES},
-            {s: self.end_state[s].state_because for s in SIDES},
+            copy.deepcopy(self.h.model),
+            {s: len(self.h.ends[s].history) for s in SIDES},
+            {s: self.h.end_state[s].state_because for s in SIDES},
         )
 
-    def _follow_not_started(self) -> None:
+    def rewind_not_started(self) -> None:
         """Known missing completions of sends the device never started (SQD->RTS did not
         resume them): go back to before the wire ran them; they wait for the doorbell.
 
         Followed only when everything the wire booked for them went missing (the device
         did nothing with them); otherwise the pair is desynced, as for any known loss."""
-        lost, self._not_started = self._not_started, set()
-        point = self._rewind
+        lost, self.not_started = self.not_started, set()
+        point = self.rewind
         if not lost:
             return
         if point is None or not point.booked or lost != point.booked:
-            self.desynced = True
+            self.h.desynced = True
             return
-        self.model = point.model
+        self.h.model = point.model
         for s in SIDES:
-            track = self.ends[s]
-            track.model = self.model.qp(s)
+            track = self.h.ends[s]
+            track.model = self.h.model.qp(s)
             del track.history[point.history[s]:]
-            self.end_state[s].state_because = point.because[s]
+            self.h.end_state[s].state_because = point.because[s]
             track.ledger.excused -= {w for side, w in lost if side == s}
-        silent = self.ends[point.side].ledger.silent  # unsignaled: the wire ran them silently
-        held = sorted(w for w in self.model.qp(point.side).outstanding_sends
+        silent = self.h.ends[point.side].ledger.silent  # unsignaled: the wire ran them silently
+        held = sorted(w for w in self.h.model.qp(point.side).outstanding_sends
                       if (point.side, w) in lost or w in silent)
         for w in held:
             silent.pop(w, None)
-        self.model.hold(point.side, held)
-        self.end_state[point.side].resumed -= set(held)
-        self._doorbell.add(point.side)
-        self._log_follow(point.side, f"SQD->RTS starts {held}",
+        self.h.model.hold(point.side, held)
+        self.h.end_state[point.side].resumed -= set(held)
+        self.doorbell.add(point.side)
+        self.log(point.side, f"SQD->RTS starts {held}",
                          "not started: they wait for the next post_send (known quirk)")
 
-    def _ring_doorbell(self, side: str) -> None:
+    def ring_doorbell(self, side: str) -> None:
         """An accepted post_send in RTS on an end whose held sends wait: its doorbell
         starts them (below RTS the post rings nothing, and they wait on)."""
-        if self.model.qp(side).state != S.RTS:
+        if side not in self.doorbell or self.h.model.qp(side).state != S.RTS:
             return
-        self._doorbell.discard(side)
-        started = self.model.doorbell(side)
+        self.doorbell.discard(side)
+        started = self.h.model.doorbell(side)
         if started:
-            self._log_follow(side, "-", f"the post's doorbell starts the held sends {started}")
+            self.log(side, "-", f"the post's doorbell starts the held sends {started}")
 
-    def _follow_draining(self, side: str) -> None:
+    def follow_draining(self, side: str) -> None:
         """The device still drains where the model's drain is over (known): the model
         drains on with it, so no SQ_DRAINED is owed and a drain-dependent refusal (SQD
         exit while draining) is judged in the state the device is in."""
-        track = self.ends[side]
+        track = self.h.ends[side]
         track.model.draining = True
         track.ledger.unrequire(EventType.SQ_DRAINED)
-        self._log_follow(side, "drain over", "still draining (known quirk): the model drains on")
+        self.log(side, "drain over", "still draining (known quirk): the model drains on")
 
-    def _follow_drained(self, side: str) -> None:
+    def follow_drained(self, side: str) -> None:
         """The device ended the drain early (known): its started sends are held, not done.
 
         Sends the model already let finish on the wire (their completions, and the peer's
         receive completions, are due) are excused: the device runs them later, if ever.
         """
-        held = self.model.follow_drained(side)
-        mine = self.ends[side].ledger
-        peer = self.ends[self.model.peer_of(side)].ledger
+        held = self.h.model.follow_drained(side)
+        mine = self.h.ends[side].ledger
+        peer = self.h.ends[self.h.model.peer_of(side)].ledger
         late = [d for d in mine.due["send"] if d.completion.status == WCStatus.SUCCESS]
         for d in late:
             mine.due["send"].remove(d)
@@ -187,12 +195,12 @@ class PairFollowing:
             for p in [p for p in peer.due["recv"] if mark in p.tags]:
                 peer.due["recv"].remove(p)
                 peer.excused.add(p.completion.wr_id)
-        self.desynced = self.desynced or bool(late)
-        self._log_follow(side, "drain over",
+        self.h.desynced = self.h.desynced or bool(late)
+        self.log(side, "drain over",
                          f"held {held}, late {[d.completion.wr_id for d in late]}")
 
-    def _log_follow(self, side: str, expected: str, observed: str) -> None:
+    def log(self, side: str, expected: str, observed: str) -> None:
         """A step in the log saying how the model followed the device."""
-        self.steps.append(
+        self.h.steps.append(
             {"verb": "follow", "side": side, "expected": expected, "observed": observed}
         )

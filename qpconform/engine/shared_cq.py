@@ -1,6 +1,6 @@
 """Several QPs on one CQ: a pair end's bystander, and completions routed by qp_num.
 
-`SharedCQ` is mixed into `PairHarness` (qpconform/engine/pair.py). An end of the pair may
+`SharedCQ` is a part of `PairHarness` (qpconform/engine/pair.py). An end of the pair may
 have a *bystander* (PairDevice.shared_cq_sides): a QP of the same type in the end's own
 context and PD, completing on the end's send and receive CQs, moved by modify only (no
 SRQ, no traffic), so the end's async events stay the end's. Its track (side
@@ -56,26 +56,29 @@ def outstanding(model: QPModel) -> set[int]:
 
 
 class SharedCQ:
-    """PairHarness's bystanders and its routing of completions by qp_num (a mixin)."""
+    """PairHarness's bystanders and its routing of completions by qp_num: it reads the
+    harness's device, ends and step log, and judges through its engine."""
 
-    def _init_shared_cq(self) -> None:
+    def __init__(self, harness: Any) -> None:
+        self.h = harness
         #: The ends that have a bystander on their CQs.
-        self.shared_cq_sides = frozenset(getattr(self.dev, "shared_cq_sides", ()))
+        self.sides = frozenset(getattr(harness.dev, "shared_cq_sides", ()))
         self.bystanders: dict[str, Track] = {}
         self._owner: dict[int, Track] = {}  # wr_id -> the track of the QP that posted it
-        self._unpolled = False
+        #: inside an `unpolled()` block: steps neither poll nor settle
+        self.unpolled_now = False
         for side in SIDES:
-            self._fresh_bystander(side)
+            self.fresh(side)
 
-    def _fresh_bystander(self, side: str) -> None:
+    def fresh(self, side: str) -> None:
         """A new bystander track for `side` (a new end brings a new bystander)."""
         self.bystanders.pop(side, None)
-        if side not in self.shared_cq_sides:
+        if side not in self.sides:
             return
-        handle = self.dev.end(side).bystander
-        model = QPModel(self.dev.qp_type, self.variant)
+        handle = self.h.dev.end(side).bystander
+        model = QPModel(self.h.dev.qp_type, self.h.variant)
         self.bystanders[side] = Track(
-            handle, model, self.dev.qp_type, getattr(handle, "qp_num", None), self.steps,
+            handle, model, self.h.dev.qp_type, getattr(handle, "qp_num", None), self.h.steps,
             side=BYSTANDER.format(side), ledger=Ledger(),
         )
 
@@ -88,15 +91,15 @@ class SharedCQ:
         self._owner[wr_id] = track
 
     # -------------------------------------------------------------------------- verbs
-    def bystander_modify(self, side: str, nxt: QPState) -> VerbResult:
+    def modify(self, side: str, nxt: QPState) -> VerbResult:
         """modify_qp of the bystander of `side` to `nxt` (INIT with the attributes the
         end's would take; any other state with STATE only)."""
         track = self.bystanders[side]
         cur = track.model.state
-        attrs = {**self.dev.values(side), "qp_state": int(nxt)}
-        mask = Attr.STATE | (bring_up_mask(self.dev.qp_type, cur, nxt) if nxt == S.INIT
+        attrs = {**self.h.dev.values(side), "qp_state": int(nxt)}
+        mask = Attr.STATE | (bring_up_mask(self.h.dev.qp_type, cur, nxt) if nxt == S.INIT
                              else Attr(0))
-        fill = self.fills(self.dev.qp_type, cur, mask)
+        fill = self.h.fills(self.h.dev.qp_type, cur, mask)
         attrs = unmasked.pair_filled(attrs, mask, {}, cur, fill)
         step: dict[str, Any] = {"attrs": attrs, "mask": mask}
         outside = unmasked.outside(attrs, mask)
@@ -104,58 +107,58 @@ class SharedCQ:
             step["unmasked"] = outside
         exp = track.model.modify(attrs, mask)
         res = track.handle.modify(attrs, mask)
-        self._bystander_step(track, exp, res, step)
+        self._step(track, exp, res, step)
         return res
 
-    def bystander_post_recv(self, side: str) -> int:
+    def post_recv(self, side: str) -> int:
         """post_recv of one WR on the bystander of `side`; returns its wr_id."""
         track = self.bystanders[side]
-        wr_id = self.next_wr_id()
+        wr_id = self.h.post.next_wr_id()
         self.owns(track, wr_id)
         exp = track.model.post_recv(wr_id)
         res = track.handle.post_recv(wr_id)
-        self._bystander_step(track, exp, res, {"wr_id": wr_id})
+        self._step(track, exp, res, {"wr_id": wr_id})
         return wr_id
 
-    def bystander_post_send(self, side: str) -> int:
+    def post_send(self, side: str) -> int:
         """post_send of one SEND on the bystander of `side` (it has no peer: in ERR it is
         flushed); returns its wr_id."""
         track = self.bystanders[side]
-        wr_id = self.next_wr_id()
+        wr_id = self.h.post.next_wr_id()
         self.owns(track, wr_id)
         exp = track.model.post_send(wr_id)
         res = track.handle.post_send(wr_id)
-        self._bystander_step(track, exp, res, {"wr_id": wr_id, "op": "SEND"})
+        self._step(track, exp, res, {"wr_id": wr_id, "op": "SEND"})
         return wr_id
 
-    def _bystander_step(
+    def _step(
         self, track: Track, exp: Expectation, res: VerbResult, step: dict[str, Any]
     ) -> None:
-        self.log.note(track, exp, also=(QP_NUM,))
-        known_before = len(self.known)
-        idx, _ = self.verdict.conclude(track, exp, res, step)
+        self.h.log.note(track, exp, also=(QP_NUM,))
+        known_before = len(self.h.known)
+        idx, _ = self.h.verdict.conclude(track, exp, res, step)
         if exp.verb == "modify":
-            self._compare_bystander_state(track, _state_rule(exp), idx)
-            if self._unpolled and res.accepted and track.model.state == S.RESET:
+            self._compare_state(track, _state_rule(exp), idx)
+            if self.unpolled_now and res.accepted and track.model.state == S.RESET:
                 end = next(s for s, by in self.bystanders.items() if by is track)
-                self._reset_over(track, self.ends[end], idx)
-        if self._unpolled:
+                self._reset_over(track, self.h.ends[end], idx)
+        if self.unpolled_now:
             return
-        self.settle()
-        self.log.flush_notes("known" if len(self.known) > known_before else "match")
+        self.h.settle()
+        self.h.log.flush_notes("known" if len(self.h.known) > known_before else "match")
 
-    def _compare_bystander_state(self, track: Track, rule: Any, origin: int) -> None:
+    def _compare_state(self, track: Track, rule: Any, origin: int) -> None:
         """query_qp of a bystander after its modify, compared with its model."""
         got = track.handle.query()
         if got.state in track.model.reported():
             return
-        d = self.divergence(
+        d = self.h.divergence(
             track, "state", rule, origin, f"state {track.model.state.name}",
             f"state {got.state.name}", [f"state={got.state.name}"],
         )
-        quirk = self.diverge(track, d)
+        quirk = self.h.diverge(track, d)
         if quirk is not None and not reads_wrong(quirk):  # a read-back quirk: the QP did move
-            self.verdict.follow_state(track, got.state, origin)
+            self.h.verdict.follow_state(track, got.state, origin)
 
     # ------------------------------------------------------------------- not polling
     @contextmanager
@@ -163,25 +166,25 @@ class SharedCQ:
         """Steps in this block neither poll nor settle: what they complete waits on the CQs
         (a modify of an end to RESET then meets its bystander's entries there). The pair
         settles once, at the end."""
-        self._unpolled = True
-        known_before = len(self.known)
+        self.unpolled_now = True
+        known_before = len(self.h.known)
         try:
             yield
         finally:
-            self._unpolled = False
-            self.polls_held_until = time.monotonic()
-        self.settle()
-        self.log.flush_notes("known" if len(self.known) > known_before else "match")
+            self.unpolled_now = False
+            self.h.polls_held_until = time.monotonic()
+        self.h.settle()
+        self.h.log.flush_notes("known" if len(self.h.known) > known_before else "match")
 
     def pause(self, seconds: float = UNPOLLED_PAUSE) -> None:
         """Wait without polling (in an `unpolled` block: a flush reaches the CQ)."""
-        time.sleep(seconds * self.time_scale)
+        time.sleep(seconds * self.h.time_scale)
 
-    def _reset_meets_entries(self, side: str, origin: int) -> None:
+    def reset_meets_entries(self, side: str, origin: int) -> None:
         """The end `side` was reset while the CQs were not polled (see _reset_over)."""
         by = self.bystanders.get(side)
         if by is not None:
-            self._reset_over(self.ends[side], by, origin)
+            self._reset_over(self.h.ends[side], by, origin)
 
     def _reset_over(self, reset: Track, other: Track, origin: int) -> None:
         """`reset` was reset at step `origin` while the CQs it shares with `other` were not
@@ -192,16 +195,16 @@ class SharedCQ:
             for q in QUEUES:
                 for due in other.ledger.due[q]:
                     due.rule, due.origin = RESET_KEEPS_OTHERS, origin
-            self.note_rules(other, "modify", [RESET_KEEPS_OTHERS.id])
+            self._note_rules(other, "modify", [RESET_KEEPS_OTHERS.id])
         own = reset.ledger
         for q in QUEUES:
             own.excused.update(d.completion.wr_id for d in own.due[q])
             own.due[q] = []
 
-    def note_rules(self, track: Track, verb: str, rule_ids: list[str]) -> None:
+    def _note_rules(self, track: Track, verb: str, rule_ids: list[str]) -> None:
         """Queue a run-record step that checks `rule_ids` on `track`'s QP."""
         state = track.model.state.name
-        self.log.pending.append((track.qp_type.name, verb, state, None, rule_ids))
+        self.h.log.pending.append((track.qp_type.name, verb, state, None, rule_ids))
 
     # ------------------------------------------------------------------------ routing
     def _group(self, track: Track) -> list[Track]:
@@ -227,17 +230,17 @@ class SharedCQ:
         target = owner or track
         names = {t.qp_num: t.side for t in group}
         who = names.get(wc.qp_num, "no QP of this CQ")
-        d = self.divergence(
+        d = self.h.divergence(
             target, "completion", QP_NUM, target.last(),
             f"wr {wc.wr_id} completes naming qp_num 0x{target.qp_num:x} ({target.side})",
             f"completion {completion_text(wc)} naming qp_num 0x{wc.qp_num:x} ({who})",
             [f"queue={wc.queue}", f"qp_num_of={who}"],
         )
-        self.match.completion(target, wc)
-        self.diverge(target, d)
+        self.h.match.completion(target, wc)
+        self.h.diverge(target, d)
         return None
 
-    def shared_stray_rule(self, track: Track, wc: Completion) -> Any:
+    def stray_rule(self, track: Track, wc: Completion) -> Any:
         """A bystander's WR completed while nothing was due on it: the end's flush took it
         (cq.shared.flush_own_only). None: not a bystander's."""
         if track.side in SIDES or wc.wr_id not in outstanding(track.model):
@@ -250,7 +253,7 @@ class SharedCQ:
         if by is None or exp.state_if_accepted != S.ERR or exp.state_before == S.ERR:
             return
         if outstanding(by.model):
-            self.note_rules(by, "modify", [FLUSH_OWN_ONLY.id])
+            self._note_rules(by, "modify", [FLUSH_OWN_ONLY.id])
 
 
 def _state_rule(exp: Expectation) -> Any:

@@ -18,10 +18,10 @@ message met `undecided`:
 
 From then on the pair's model expects that choice, so the other one is a divergence of
 the rule; and the run's recorder holds the first choice across pairs (and processes):
-a later pair of the process starts from it (`seed_too_long`), and a pair that chose
+a later pair of the process starts from it (`seed`), and a pair that chose
 otherwise is an "inconsistent" divergence (qpconform/engine/choices.py, the same book
 the value rules use; merged run records list the choices of every process).
-`TooLongChoice` is mixed into `PairHarness` (qpconform/engine/pair.py).
+`TooLongChoice` is a part of `PairHarness` (qpconform/engine/pair.py).
 """
 
 from __future__ import annotations
@@ -42,54 +42,47 @@ SITUATION = "SEND longer than the receive"
 
 
 class TooLongChoice:
-    """Learning and holding the device's choice (needs the PairHarness's `model`, `ends`,
-    `steps`, `end_state`, `judge`, `dev`, `quiet_window`, `_retrying` and the engine's verbs)."""
+    """Learning and holding the device's choice: it reads the harness's model, ends and
+    step log, and judges and observes through its engine."""
 
-    model: Any
-    ends: dict[str, Track]
-    steps: list[dict[str, Any]]
-    end_state: dict[str, Any]
-    judge: Any
-    dev: Any
-    quiet_window: float
-    _retrying: bool
-    _unpolled: Any
+    def __init__(self, harness: Any) -> None:
+        self.h = harness
 
-    def explain_too_long(self, track: Track, wc: Completion) -> bool:
+    def explain(self, track: Track, wc: Completion) -> bool:
         """Is `wc` a receive a too-long message met, completed in error, or a flush that
         error caused? Undecided: the device chose the error, the model follows and `wc` is
         matched again (True). Once the device chose the drop: an inconsistent choice (a
         divergence; True)."""
         side = track.side
         met = (side, wc.wr_id)
-        if self._retrying:
+        if self.h.retrying:
             return False
         if wc.status == WCStatus.WR_FLUSH_ERR:
             return self._flushed_by_too_long(track, wc)
         if wc.queue != "recv":
             return False
         if wc.status == WCStatus.SUCCESS:
-            if met not in self.model.undecided | self.model.met_dropped:
+            if met not in self.h.model.undecided | self.h.model.met_dropped:
                 return False
-            d = self.divergence(  # type: ignore[attr-defined]
+            d = self.h.divergence(
                 track, "completion", UNRELIABLE_RECV_TOO_SHORT, track.last(),
                 f"receive {wc.wr_id} dropped or completed LOC_LEN_ERR: the message was "
                 "longer than its buffer",
                 f"completion wr={wc.wr_id} SUCCESS", ["status=SUCCESS", "queue=recv"],
             )
-            self.diverge(track, d)  # type: ignore[attr-defined]
+            self.h.diverge(track, d)
             return True
-        if met in self.model.met_dropped and wc.wr_id in track.model.recvs:
-            d = self.divergence(  # type: ignore[attr-defined]
+        if met in self.h.model.met_dropped and wc.wr_id in track.model.recvs:
+            d = self.h.divergence(
                 track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
                 f"no completion of receive {wc.wr_id}: the device dropped a message too long "
                 "for the receive before (may rule: one choice per run)",
                 f"completion wr={wc.wr_id} {wc.status.name}", [f"choice={TOO_LONG_ERROR}"],
             )
-            self.diverge(track, d)  # type: ignore[attr-defined]
+            self.h.diverge(track, d)
             return True
         qp = track.model
-        if met not in self.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
+        if met not in self.h.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
             return False
         self._follow_error(track, wc)
         return True
@@ -108,26 +101,26 @@ class TooLongChoice:
         if not outstanding or not qp.recvs:
             return False
         head = (track.side, qp.recvs[0])
-        if head in self.model.undecided:
+        if head in self.h.model.undecided:
             self._follow_error(track, wc)
             return True
-        if head not in self.model.met_dropped or not self._met_since_last_verb(track.side):
+        if head not in self.h.model.met_dropped or not self._met_since_last_verb(track.side):
             return False
-        d = self.divergence(  # type: ignore[attr-defined]
+        d = self.h.divergence(
             track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
             f"no completion of receive {head[1]}, no flush: the device dropped a message too "
             "long for the receive before (may rule: one choice per run)",
             f"completion wr={wc.wr_id} {wc.status.name}: the QP left its state as a too-long "
             "message met the receive", [f"choice={TOO_LONG_ERROR}"],
         )
-        self.diverge(track, d)  # type: ignore[attr-defined]
+        self.h.diverge(track, d)
         return True
 
     def _met_since_last_verb(self, side: str) -> bool:
         """Did a too-long message meet `side`'s first receive since the last verb (the log's
         tail holds only wire steps and settles, one of them that message)?"""
-        peer = self.model.peer_of(side)
-        for step in reversed(self.steps):
+        peer = self.h.model.peer_of(side)
+        for step in reversed(self.h.steps):
             if step.get("verb") == "wire":
                 if step.get("expected") == UNRELIABLE_RECV_TOO_SHORT.id and (
                     step.get("side") == peer
@@ -144,61 +137,62 @@ class TooLongChoice:
         side, qp = track.side, track.model
         head = qp.recvs[0]
         origin = track.last()
-        exp = self.model.too_long_completed(side, head)
-        self.log.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
+        exp = self.h.model.too_long_completed(side, head)
+        self.h.log.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)
         track.ledger.expect(exp, origin, UNRELIABLE_RECV_TOO_SHORT, (f"recv_wr={head}",))
-        self.end_state[side].state_because = Because(exp.rule, origin)
+        self.h.end_state[side].state_because = Because(exp.rule, origin)
         track.moved(exp.state_before, qp.state, origin)
         self._chose(track, TOO_LONG_ERROR, origin)
-        self._retrying = True
+        self.h.retrying = True
         try:
-            self.match.completion(track, wc)  # type: ignore[attr-defined]
+            self.h.match.completion(track, wc)
         finally:
-            self._retrying = False
+            self.h.retrying = False
 
-    def decide_too_long(self, watched: bool = False) -> None:
+    def decide(self, watched: bool = False) -> None:
         """After a step that sent a too-long message while the choice is open: a quiet
         window for the receive's error completion (`watched`: the caller's window just
         passed); none came: the device dropped it."""
-        if not self.model.undecided or self._unpolled or self.model.burst is not None:
+        model = self.h.model
+        if not model.undecided or self.h.shared.unpolled_now or model.burst is not None:
             return
         if not watched:
-            self.watch.observe(self.quiet_window, 0.0)  # type: ignore[attr-defined]
-        if not self.model.undecided:  # it came: explain_too_long followed the device
+            self.h.watch.observe(self.h.quiet_window, 0.0)
+        if not self.h.model.undecided:  # it came: explain followed the device
             return
-        side = sorted(self.model.undecided)[0][0]
-        self.model.too_long_dropped()
-        track = self.ends[side]
+        side = sorted(self.h.model.undecided)[0][0]
+        self.h.model.too_long_dropped()
+        track = self.h.ends[side]
         self._chose(track, TOO_LONG_DROPPED, track.last())
 
-    def seed_too_long(self) -> None:
+    def seed(self) -> None:
         """Before a short receive: a choice this run's earlier pairs of the QP type made
         (the recorder's book) is the model's from the start, so this pair is held to it at
         once and spends no window learning it."""
-        book = getattr(self.judge.recorder, "situations", None)
-        if self.model.too_long is not None or book is None:
+        book = getattr(self.h.judge.recorder, "situations", None)
+        if self.h.model.too_long is not None or book is None:
             return
-        key = f"{self.dev.qp_type.name} {SITUATION}"
+        key = f"{self.h.dev.qp_type.name} {SITUATION}"
         chosen = book.seen.get(UNRELIABLE_RECV_TOO_SHORT.id, {}).get(key, {})
         if len(chosen) == 1:
-            self.model.too_long = next(iter(chosen))
+            self.h.model.too_long = next(iter(chosen))
 
     def _chose(self, track: Track, chosen: str, origin: int) -> None:
         """Record the device's choice; one other than the run's first in this situation is
         an "inconsistent" divergence."""
-        recorder = self.judge.recorder
+        recorder = self.h.judge.recorder
         if recorder is None:
             return
         key = f"{track.qp_type.name} {SITUATION}"
-        where = f"{self.judge.test or 'this run'}, step {origin + 1}"
+        where = f"{self.h.judge.test or 'this run'}, step {origin + 1}"
         earlier = recorder.choice(UNRELIABLE_RECV_TOO_SHORT.id, chosen, key, where)
         if earlier is None:
             return
         before, at = earlier
-        d = self.divergence(  # type: ignore[attr-defined]
+        d = self.h.divergence(
             track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, origin,
             f"the same choice as before in this situation (may rule): {before} (first at {at})",
             chosen, [f"choice={chosen}"],
         )
         d.context["situation"] = key
-        self.diverge(track, d)  # type: ignore[attr-defined]
+        self.h.diverge(track, d)

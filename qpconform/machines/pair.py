@@ -62,9 +62,9 @@ def _post_fenced(h: PairHarness, side: str, before: Op, op: Op) -> None:
     them: the fence holds it until `before` completed (pair.fence.after_reads)."""
     if not (_can(h, side, before) and _can(h, side, op)):
         return
-    with h.back_to_back():
-        h.post_send(side, before)
-        h.post_send(side, op, fence=True)
+    with h.post.back_to_back():
+        h.post.send(side, before)
+        h.post.send(side, op, fence=True)
 
 
 def _can(h: PairHarness, side: str, op: Op) -> bool:
@@ -98,17 +98,17 @@ class PairMachine(RuleBasedStateMachine):
     @initialize()
     def connect(self) -> None:
         self.h = self.make_pair()  # its own modifies take the keyed fill (unmasked.Keyed)
-        self.h.connect()
+        self.h.lifecycle.connect()
 
     def _state(self, side: str) -> QPState:
         if self.h.desynced:  # a known divergence left WRs the model cannot place
-            self.h.resync()
+            self.h.lifecycle.resync()
         return self.h.model.qp(side).state
 
     @rule(side=SIDES)
     def post_recv(self, side: str) -> None:
         self._state(side)
-        self.h.post_recv(side)
+        self.h.post.recv(side)
 
     @invariant()
     def states_match(self) -> None:
@@ -120,10 +120,10 @@ class PairMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         """The example's quiet window, then the pair is parked: observed while the next
         example runs, destroyed once its hold has passed since its last step
-        (PairHarness.park, park_hold; closed at once with no park). The window is skipped, and the
-        pair closed at once, once an unknown divergence was raised: completions polled
-        with it were never matched, and the error being shrunk must not be replaced by a
-        consequence of it."""
+        (PairHarness.park, parkable.park_hold; closed at once with no park). The window is
+        skipped, and the pair closed at once, once an unknown divergence was raised:
+        completions polled with it were never matched, and the error being shrunk must not be
+        replaced by a consequence of it."""
         if hasattr(self, "h"):
             try:
                 if not self.h.judge.raised:
@@ -157,7 +157,7 @@ def _bystander_end(machine: PairMachine) -> str | None:
     h = getattr(machine, "h", None)
     if h is None:
         return None
-    return next((s for s in sorted(h.bystanders) if s not in h.model.gone), None)
+    return next((s for s in sorted(h.shared.bystanders) if s not in h.model.gone), None)
 
 
 def machine_for(
@@ -181,7 +181,7 @@ def machine_for(
             @initialize(with_srq=st.booleans())
             def connect(self, with_srq: bool) -> None:  # type: ignore[override]
                 self.h = self.make_pair(srq_sides=("b",) if with_srq else ())
-                self.h.connect()
+                self.h.lifecycle.connect()
 
         elif shared_cq:
 
@@ -196,7 +196,7 @@ def machine_for(
                 if shared_cq:
                     kwargs["shared_cq_sides"] = ("a",) if bystander else ()
                 self.h = self.make_pair(**kwargs)
-                self.h.connect()
+                self.h.lifecycle.connect()
 
         @precondition(lambda self: _srq_end(self) is not None)
         @rule(data=st.data())
@@ -208,7 +208,7 @@ def machine_for(
             waiting = len(self.h.model.qp(side).receives())
             if side not in self.h.model.gone and waiting >= 1:
                 limit = data.draw(st.integers(max(1, waiting - 1), waiting), label="limit")
-                self.h.arm_srq(side, limit)
+                self.h.post.arm_srq(side, limit)
 
         @precondition(lambda self: _srq_end(self) is not None)
         @rule()
@@ -218,7 +218,7 @@ def machine_for(
             side = _srq_end(self)
             assert side is not None
             if side not in self.h.model.gone:
-                self.h.post_qp_recv(side, isolated=True)
+                self.h.post.qp_recv(side, isolated=True)
 
         if shared_cq:  # (only then: a machine without them explores as it always did)
 
@@ -230,9 +230,9 @@ def machine_for(
                 side = _bystander_end(self)
                 assert side is not None
                 self._state(side)
-                if self.h.bystander(side).model.state == S.RESET:
-                    self.h.bystander_modify(side, S.INIT)
-                self.h.bystander_post_recv(side)
+                if self.h.shared.bystander(side).model.state == S.RESET:
+                    self.h.shared.modify(side, S.INIT)
+                self.h.shared.post_recv(side)
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule(send=st.booleans())
@@ -242,10 +242,10 @@ def machine_for(
                 side = _bystander_end(self)
                 assert side is not None
                 self._state(side)
-                if self.h.bystander(side).model.state != S.ERR:
-                    self.h.bystander_modify(side, S.ERR)
+                if self.h.shared.bystander(side).model.state != S.ERR:
+                    self.h.shared.modify(side, S.ERR)
                 if send:
-                    self.h.bystander_post_send(side)
+                    self.h.shared.post_send(side)
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule()
@@ -256,11 +256,11 @@ def machine_for(
                 assert side is not None
                 if self._state(side) in (S.RESET, S.ERR):
                     return
-                by = self.h.bystander(side).model
+                by = self.h.shared.bystander(side).model
                 if by.state == S.RESET:
-                    self.h.bystander_modify(side, S.INIT)
+                    self.h.shared.modify(side, S.INIT)
                 if not by.recvs:
-                    self.h.bystander_post_recv(side)
+                    self.h.shared.post_recv(side)
                 self.h.modify(side, S.ERR)
 
             @precondition(lambda self: _bystander_end(self) is not None)
@@ -269,7 +269,7 @@ def machine_for(
                 side = _bystander_end(self)
                 assert side is not None
                 self._state(side)
-                self.h.bystander_modify(side, S.RESET)
+                self.h.shared.modify(side, S.RESET)
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule()
@@ -280,13 +280,13 @@ def machine_for(
                 assert side is not None
                 if self._state(side) not in (S.INIT, S.RTR, S.RTS, S.ERR):
                     return
-                by = self.h.bystander(side).model
+                by = self.h.shared.bystander(side).model
                 if by.state == S.RESET:
                     return
-                with self.h.unpolled():
+                with self.h.shared.unpolled():
                     if by.state != S.ERR:
-                        self.h.bystander_modify(side, S.ERR)
-                    self.h.pause()
+                        self.h.shared.modify(side, S.ERR)
+                    self.h.shared.pause()
                     self.h.modify(side, S.RESET)
 
 
@@ -296,22 +296,22 @@ def machine_for(
             """One WR of `op`, inline (within the reported cap) when drawn and it can be, the
             fields its opcode does not use filled as drawn."""
             if self._state(side) in _SENDABLE and _can(self.h, side, op):
-                inline = inline and op.inlinable and self.h.can_post_inline(side)
-                self.h.post_send(side, op, inline=inline, unused=unused)
+                inline = inline and op.inlinable and self.h.post.can_inline(side)
+                self.h.post.send(side, op, inline=inline, unused=unused)
 
         @precondition(lambda self: "inline_over_cap" in faults)
         @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.inlinable]))
         def post_inline_over_cap(self, side: str, op: Op) -> None:
             """An inline WR one byte beyond max_inline_data: refused, it never runs."""
-            if self._state(side) in _SENDABLE and self.h.can_post_inline(side, over_cap=True):
-                self.h.post_send(side, op, Fault.INLINE_OVER_CAP)
+            if self._state(side) in _SENDABLE and self.h.post.can_inline(side, over_cap=True):
+                self.h.post.send(side, op, Fault.INLINE_OVER_CAP)
 
         @precondition(lambda self: "foreign_op" in faults and bool(foreign_ops(qp_type)))
         @rule(side=SIDES, op=st.sampled_from(foreign_ops(qp_type) or (Op.SEND,)))
         def post_foreign_op(self, side: str, op: Op) -> None:
             """An operation the QP type lacks, in RTS: refused, or it fails (never SUCCESS)."""
             if self._state(side) == S.RTS and op in foreign_ops(qp_type):
-                self.h.post_send(side, op)
+                self.h.post.send(side, op)
 
         @precondition(lambda self: "misaligned_atomic" in faults and qp_type is QPType.RC)
         @rule(side=SIDES, op=st.sampled_from([Op.COMP_SWAP, Op.FETCH_ADD]))
@@ -319,7 +319,7 @@ def machine_for(
             """An atomic to a remote address off 8-byte alignment (on a pair whose device
             has atomics): refused at post, or an Invalid Request error; never executed."""
             if self._state(side) in _SENDABLE and _can(self.h, side, op):
-                self.h.post_send(side, op, Fault.MISALIGNED)
+                self.h.post.send(side, op, Fault.MISALIGNED)
 
         @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
         @rule(side=SIDES, ops=st.lists(st.sampled_from(
@@ -329,10 +329,10 @@ def machine_for(
             """READs and atomics back to back, beyond the initiator depth: they wait."""
             if self._state(side) not in _SENDABLE:
                 return
-            with self.h.back_to_back():
+            with self.h.post.back_to_back():
                 for op in ops:
                     if _can(self.h, side, op):
-                        self.h.post_send(side, op)
+                        self.h.post.send(side, op)
 
         @precondition(lambda self: Op.RDMA_READ in ops_for(qp_type))
         @rule(side=SIDES, **_fence_draws(ops_for(qp_type)))
@@ -350,7 +350,7 @@ def machine_for(
             a WRITE with immediate fills it."""
             self._state(side)
             if side not in self.h.model.srq_sides:
-                self.h.post_recv(side, short=True)
+                self.h.post.recv(side, short=True)
 
         @precondition(lambda self: "bad_lkey_recv" in faults and qp_type == QPType.RC)
         @rule(side=SIDES)
@@ -359,7 +359,7 @@ def machine_for(
             fails at both ends (pair.rc.recv_bad_lkey), a WRITE with immediate fills it."""
             self._state(side)
             if side not in self.h.model.srq_sides:
-                self.h.post_recv(side, bad_lkey=True)
+                self.h.post.recv(side, bad_lkey=True)
 
         @rule(side=SIDES, op=st.sampled_from(ops_for(qp_type)), unused=WR_FILLS,
               inline=st.booleans())
@@ -370,9 +370,9 @@ def machine_for(
             drawn and it can be: an inline SEND's received bytes are compared only here
             and after a `post_recv`, which `post_send` alone meets rarely)."""
             if self._state(side) in _SENDABLE and _can(self.h, side, op):
-                inline = inline and op.inlinable and self.h.can_post_inline(side)
-                self.h.post_recv(self.h.model.peer_of(side))
-                self.h.post_send(side, op, unused=unused, inline=inline)
+                inline = inline and op.inlinable and self.h.post.can_inline(side)
+                self.h.post.recv(self.h.model.peer_of(side))
+                self.h.post.send(side, op, unused=unused, inline=inline)
 
         @rule(side=SIDES, ops=_batch(ops_for(qp_type)))
         def post_batch(self, side: str, ops: list[Op]) -> None:
@@ -380,7 +380,7 @@ def machine_for(
             for i, op in enumerate(ops):
                 if self._state(side) not in _SENDABLE or not _can(self.h, side, op):
                     return
-                self.h.post_send(side, op, signaled=i == len(ops) - 1)
+                self.h.post.send(side, op, signaled=i == len(ops) - 1)
 
         @rule(side=SIDES, data=st.data())
         def modify(self, side: str, data: st.DataObject) -> None:
@@ -390,7 +390,7 @@ def machine_for(
             if nxt == S.SQD and self._state(side) == S.RTS:
                 notify = data.draw(st.booleans(), label="notify")
                 extra = {"en_sqd_async_notify": int(notify)}
-            psns = self.h.peer_psns(side) if nxt in (S.RTR, S.RTS) else {}
+            psns = self.h.lifecycle.peer_psns(side) if nxt in (S.RTR, S.RTS) else {}
             fill = data.draw(FILLS, label="unmasked")  # one draw: the fields outside the mask
 
             bit = Attr.EN_SQD_ASYNC_NOTIFY if extra else Attr(0)
@@ -410,14 +410,14 @@ def machine_for(
         def send_bad_lkey(self, side: str, signaled: bool) -> None:
             """A SEND whose local key is bad: it completes in error, signaled or not."""
             if self._state(side) in _SENDABLE:
-                self.h.post_send(side, fault=Fault.BAD_LKEY, signaled=signaled)
+                self.h.post.send(side, fault=Fault.BAD_LKEY, signaled=signaled)
 
         @precondition(lambda self: "bad_rkey" in faults and qp_type != QPType.UD)
         @rule(side=SIDES, op=st.sampled_from([o for o in ops_for(qp_type) if o.remote
                                               and not o.consumes_recv]))
         def write_bad_rkey(self, side: str, op: Op) -> None:
             if self._state(side) in _SENDABLE and _can(self.h, side, op):
-                self.h.post_send(side, op, Fault.BAD_RKEY)
+                self.h.post.send(side, op, Fault.BAD_RKEY)
 
         @precondition(lambda self: "access" in faults and qp_type != QPType.UD)
         @rule(side=SIDES, fault=TARGET_FAULTS,
@@ -428,7 +428,7 @@ def machine_for(
             refuses (RC: REM_ACCESS_ERR, both ERR; UC: dropped); the guard bands are
             compared after the step."""
             if self._state(side) in _SENDABLE and _can(self.h, side, op):
-                self.h.post_send(side, op, fault)
+                self.h.post.send(side, op, fault)
 
         @precondition(lambda self: "access" in faults and qp_type in _QP_RIGHTS)
         @rule(side=SIDES, rights=st.lists(st.sampled_from(
@@ -455,12 +455,12 @@ def machine_for(
             """Destroy one end, let the other send into the void, then rebuild both."""
             other = "b" if side == "a" else "a"
             self._state(side)
-            self.h.destroy(side)
+            self.h.lifecycle.destroy(side)
             if self._state(other) in _SENDABLE:
-                self.h.post_send(other)
-            self.h.recreate(side)
-            self.h.reset(other)
-            self.h.connect()
+                self.h.post.send(other)
+            self.h.lifecycle.recreate(side)
+            self.h.lifecycle.reset(other)
+            self.h.lifecycle.connect()
 
     TrafficMachine.__name__ = f"TrafficMachine{qp_type.name}"
     return TrafficMachine
@@ -470,9 +470,9 @@ def _idle_bystander(h: PairHarness, side: str) -> QPState:
     """iWARP: the bystander of `side` brought from RESET to IDLE (INIT) if it is there;
     returns its state (INIT or ERR: it is never connected, and an iWARP QP never leaves
     ERR)."""
-    by = h.bystander(side).model
+    by = h.shared.bystander(side).model
     if by.state == S.RESET:
-        h.bystander_modify(side, S.INIT)
+        h.shared.modify(side, S.INIT)
     return by.state
 
 
@@ -505,7 +505,7 @@ def iwarp_machine_for(
             @initialize(bystander=st.booleans())
             def connect(self, bystander: bool) -> None:  # type: ignore[override]
                 self.h = self.make_pair(shared_cq_sides=("a",) if bystander else ())
-                self.h.connect()
+                self.h.lifecycle.connect()
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule()
@@ -516,7 +516,7 @@ def iwarp_machine_for(
                 assert side is not None
                 self._state(side)  # (a resync reconnects: a new end, a new bystander)
                 if _idle_bystander(self.h, side) == S.INIT:
-                    self.h.bystander_post_recv(side)
+                    self.h.shared.post_recv(side)
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule()
@@ -528,9 +528,9 @@ def iwarp_machine_for(
                 self._state(side)
                 if _idle_bystander(self.h, side) == S.ERR:
                     return
-                if not self.h.bystander(side).model.recvs:
-                    self.h.bystander_post_recv(side)
-                self.h.bystander_modify(side, S.ERR)
+                if not self.h.shared.bystander(side).model.recvs:
+                    self.h.shared.post_recv(side)
+                self.h.shared.modify(side, S.ERR)
 
             @precondition(lambda self: _bystander_end(self) is not None)
             @rule(how=st.sampled_from([S.ERR, S.SQD, S.SQE]))
@@ -543,9 +543,9 @@ def iwarp_machine_for(
                 if self._state(side) != S.RTS:
                     return
                 if _idle_bystander(self.h, side) == S.INIT and not (
-                    self.h.bystander(side).model.recvs
+                    self.h.shared.bystander(side).model.recvs
                 ):
-                    self.h.bystander_post_recv(side)
+                    self.h.shared.post_recv(side)
                 self.h.modify(side, how)
 
         @rule(side=SIDES, op=st.sampled_from(IWARP_OPS), unused=WR_FILLS)
@@ -553,7 +553,7 @@ def iwarp_machine_for(
             """A send in RTS, after a close (CLOSING, TERMINATE: refused, or accepted and
             flushed) or in ERR (the fields its opcode does not use filled as drawn)."""
             if self._state(side) in (S.RTS, S.SQD, S.SQE, S.ERR):
-                self.h.post_send(side, op, unused=unused)
+                self.h.post.send(side, op, unused=unused)
 
         @rule(side=SIDES, ops=_batch(IWARP_OPS))
         def post_batch(self, side: str, ops: list[Op]) -> None:
@@ -561,7 +561,7 @@ def iwarp_machine_for(
             for i, op in enumerate(ops):
                 if self._state(side) not in (S.RTS, S.ERR):
                     return
-                self.h.post_send(side, op, signaled=i == len(ops) - 1)
+                self.h.post.send(side, op, signaled=i == len(ops) - 1)
 
         @rule(side=SIDES, **_fence_draws(IWARP_OPS))
         def post_fenced(self, side: str, before: Op, op: Op) -> None:
@@ -585,7 +585,7 @@ def iwarp_machine_for(
         @rule(side=SIDES)
         def write_bad_rkey(self, side: str) -> None:
             if self._state(side) == S.RTS:
-                self.h.post_send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
+                self.h.post.send(side, Op.RDMA_WRITE, Fault.BAD_RKEY)
 
         @precondition(lambda self: "access" in faults)
         @rule(side=SIDES, fault=TARGET_FAULTS)
@@ -593,7 +593,7 @@ def iwarp_machine_for(
             """A WRITE with a valid STag of one of the peer's target regions: granted, or
             refused (the data sink terminates); the guard bands compared after it."""
             if self._state(side) == S.RTS:
-                self.h.post_send(side, Op.RDMA_WRITE, fault)
+                self.h.post.send(side, Op.RDMA_WRITE, fault)
 
         @precondition(lambda self: "peer" in faults)
         @rule(side=SIDES)
@@ -601,14 +601,14 @@ def iwarp_machine_for(
             """Destroy one end; the other sees the connection end, and sends into ERR."""
             other = "b" if side == "a" else "a"
             self._state(side)
-            self.h.destroy(side)
-            self.h.post_send(other)
-            self.h.reconnect()
+            self.h.lifecycle.destroy(side)
+            self.h.post.send(other)
+            self.h.lifecycle.reconnect()
 
         @rule()
         def reconnect(self) -> None:
             """Two new QPs and a new connection, once the old one has ended."""
             if any(self._state(s) != S.RTS for s in ("a", "b")):
-                self.h.reconnect()
+                self.h.lifecycle.reconnect()
 
     return IwarpTrafficMachine
