@@ -213,7 +213,7 @@ class IwarpPairModel(PairModel):
 
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
         """The oldest started send of `side`: delivered, or a DDP error that terminates."""
-        wr_id = self.ends[side].in_flight[0]
+        wr_id = self.ends[side].queues.in_flight[0]
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[self.peer_of(side)]
         if fault is Fault.BAD_LKEY:
@@ -238,11 +238,11 @@ class IwarpPairModel(PairModel):
     def _resolve_head(self, side: str) -> WireStep | None:
         req = self.ends[side]
         peer_side = self.peer_of(side)
-        if not self.connected or not req.in_flight or req.state != S.RTS:
+        if not self.connected or not req.queues.in_flight or req.state != S.RTS:
             return None
         if peer_side in self.gone or self.ends[peer_side].state != S.RTS:
             return None  # the connection is ending: _close_if_left decides
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         rule, status, at_peer = self.decide(side)
         assert status is not None
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))

@@ -380,13 +380,13 @@ class PairModel:
     # ----------------------------------------------------------------------------- verbs
     def modify(self, side: str, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
         """modify_qp on one end (commit with apply); the access flags it sets are in force
-        once applied (QPModel.access_flags)."""
+        once applied (ModifyJudge.access_flags)."""
         return self.ends[side].modify(attrs, mask)
 
     def lacks(self, side: str, op: Op) -> bool:
         """Does `side`'s QP, with the access flags in force, lack the remote right `op`
         needs of it as a responder?"""
-        flags = self.ends[side].access_flags
+        flags = self.ends[side].judge.access_flags
         return flags is not None and access.qp_lacks(flags, op)
 
     def judgeable(self, side: str, op: Op) -> bool:
@@ -457,7 +457,7 @@ class PairModel:
         """What `side`'s READ sink holds once every READ and atomic outstanding now has
         completed: the last one's result, or what it holds now."""
         last = self._sink[side]
-        for wr in self.ends[side].outstanding_sends:
+        for wr in self.ends[side].queues.outstanding_sends:
             op, _ = self._ops.get((side, wr), (Op.SEND, Fault.NONE))
             if op is Op.RDMA_READ or op.atomic:
                 last = sink_label(op)
@@ -511,7 +511,8 @@ class PairModel:
         while the model expected the drop: it chose TOO_LONG_ERROR, and the model follows
         (the receive completes LOC_LEN_ERR, `side` enters ERR, flushing the rest)."""
         qp = self.ends[side]
-        if (side, wr_id) not in self.undecided or not qp.recvs or qp.recvs[0] != wr_id:
+        recvs = qp.queues.recvs
+        if (side, wr_id) not in self.undecided or not recvs or recvs[0] != wr_id:
             raise ValueError(f"no undecided too-long message met receive {wr_id} on {side}")
         self.too_long = TOO_LONG_ERROR
         self.undecided.clear()
@@ -572,9 +573,9 @@ class PairModel:
     def blocked(self) -> list[tuple[str, int]]:
         """Sends started but waiting (RC RNR with infinite retry): (side, wr_id)."""
         return [
-            (side, self.ends[side].in_flight[0])
+            (side, self.ends[side].queues.in_flight[0])
             for side in SIDES
-            if side not in self.gone and self.ends[side].in_flight
+            if side not in self.gone and self.ends[side].queues.in_flight
         ]
 
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
@@ -586,7 +587,7 @@ class PairModel:
         "invalid_request").
         """
         req = self.ends[side]
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer_side = self.peer_of(side)
         peer = self.ends[peer_side]
@@ -625,14 +626,13 @@ class PairModel:
         if peer.receives():
             if peer.srq is not None:
                 return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and (peer_side, peer.recvs[0]) in self._short:
+            oldest = (peer_side, peer.queues.recvs[0])
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._short:
                 if reliable:
                     return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
                 at_peer = "recv_error" if self.too_long == TOO_LONG_ERROR else "too_long"
                 return UNRELIABLE_RECV_TOO_SHORT, WCStatus.SUCCESS, at_peer
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and (
-                (peer_side, peer.recvs[0]) in self._bad_lkey_recv
-            ):
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._bad_lkey_recv:
                 return RC_RECV_BAD_LKEY, WCStatus.REM_OP_ERR, "recv_prot_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
@@ -643,9 +643,9 @@ class PairModel:
 
     def _resolve_head(self, side: str) -> WireStep | None:
         req = self.ends[side]
-        if side in self.gone or not req.in_flight or req.state not in (S.RTS, S.SQD):
+        if side in self.gone or not req.queues.in_flight or req.state not in (S.RTS, S.SQD):
             return None
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         rule, status, at_peer = self.decide(side)
         if status is None:
             return None
@@ -676,7 +676,7 @@ class PairModel:
             effects.append((peer_side, may_raise(got) if rule is UNRELIABLE_RECV_TOO_SHORT
                             else got))
         if at_peer == "too_long":  # dropped (so far: the device may yet show otherwise)
-            met = (peer_side, peer.recvs[0])
+            met = (peer_side, peer.queues.recvs[0])
             (self.undecided if self.too_long is None else self.met_dropped).add(met)
         if at_peer == "recv_prot_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
@@ -741,18 +741,15 @@ class PairModel:
         the model follows: drain over, those sends held until the SQ resumes. Returns them.
         """
         qp = self.ends[side]
-        held = qp.in_flight
-        for w in qp.sends:
-            w.started = False
+        held = qp.queues.in_flight
+        qp.queues.hold(held)
         qp.draining = False
         return held
 
     def hold(self, side: str, wr_ids: list[int]) -> None:
         """The device did not start these sends (a known quirk): they wait in the SQ,
         posted but not handed to the transport, until `doorbell` starts them."""
-        for w in self.ends[side].sends:
-            if w.wr_id in wr_ids:
-                w.started = False
+        self.ends[side].queues.hold(wr_ids)
 
     def doorbell(self, side: str) -> list[int]:
         """A post_send's doorbell on a QP in RTS starts every send still waiting in its SQ
@@ -760,10 +757,7 @@ class PairModel:
         qp = self.ends[side]
         if qp.state != S.RTS:
             return []
-        waiting = [w for w in qp.sends if not w.started]
-        for w in waiting:
-            w.started = True
-        return [w.wr_id for w in waiting]
+        return qp.queues.start_waiting()
 
 
 def checking(exp: Expectation) -> Expectation:

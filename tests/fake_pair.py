@@ -259,8 +259,8 @@ class FakeEnd:
         """Accept or refuse as the model says; effects happen at once."""
         model = self.pair.model
         qp = model.qp(self.side)
-        before_sends, before_recvs = qp.outstanding_sends, list(qp.recvs)
-        held = set(before_sends) - set(qp.in_flight)
+        before_sends, before_recvs = qp.queues.outstanding_sends, list(qp.queues.recvs)
+        held = set(before_sends) - set(qp.queues.in_flight)
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
         if self.pair.fault == "qp_rights_ignored" and Attr.ACCESS_FLAGS in mask:
@@ -325,7 +325,7 @@ class FakeEnd:
             return
         if fault == "flush_touches_bystander" and now == QPState.ERR != was:
             flush = WCStatus.WR_FLUSH_ERR
-            self.cq += [Completion(w, "recv", flush, by.qp_num) for w in by.model.recvs]
+            self.cq += [Completion(w, "recv", flush, by.qp_num) for w in by.model.queues.recvs]
         if now == QPState.RESET:
             gone = {"reset_cleans_bystander": by.qp_num, "reset_cleans_own": self.qp_num}
             if fault in gone:

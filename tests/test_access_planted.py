@@ -50,7 +50,7 @@ def test_uc_refused_write_is_dropped(fault: Fault) -> None:
     (step,) = m.progress()
     assert step.rule is access.UC_REFUSED
     assert [s for s, _ in step.effects] == ["a"]  # nothing at the responder
-    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").recvs == [9]
+    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").queues.recvs == [9]
 
 
 @pytest.mark.parametrize("fault", [Fault.GRANTED, Fault.AT_END], ids=str)

@@ -103,7 +103,7 @@ def _pair_rules() -> Iterator[Rule]:
                         pair.qp("a").state = S.RTS
                         pair.qp("b").state = peer_state
                         if with_recv:
-                            pair.qp("b").recvs.append(99)
+                            pair.qp("b").queues.recvs.append(99)
                         exp = pair.post_send("a", 1, op, fault)
                         pair.apply("a", exp, True)
                         for step in pair.progress():
@@ -123,7 +123,7 @@ def _pair_rules() -> Iterator[Rule]:
                     yield from (effect.rule, *effect.checked)
         model = QPModel(qp_type)
         model.state = S.RTS
-        model.recvs.append(1)
+        model.queues.recvs.append(1)
         yield model.recv_completed(WCStatus.LOC_LEN_ERR).rule
         yield model.async_error(EventType.QP_FATAL).rule
 

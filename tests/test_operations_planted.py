@@ -165,7 +165,7 @@ def test_a_read_consumes_no_receive() -> None:
     pair.apply("a", pair.post_send("a", 2, Op.RDMA_READ), True)
     (step,) = pair.progress()
     assert step.rule.id == "pair.read.delivered"
-    assert pair.qp("b").recvs == [1]
+    assert pair.qp("b").queues.recvs == [1]
 
 
 @pytest.mark.parametrize(("qp_type", "op"), [(QPType.UC, Op.RDMA_READ), (QPType.UD, Op.RDMA_WRITE)])

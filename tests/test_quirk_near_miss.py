@@ -553,7 +553,7 @@ def test_a_held_send_the_device_did_run_is_not_rewound() -> None:
     h.connect()
     held_then_rts_then_post(h)
     h.quiet(0.01)
-    assert h.known == [] and not h.model.qp("a").outstanding_sends
+    assert h.known == [] and not h.model.qp("a").queues.outstanding_sends
 
 
 def test_a_second_sq_drained_seen_after_the_qp_left_sqd_belongs_to_the_sqd_to_sqd() -> None:

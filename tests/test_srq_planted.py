@@ -139,7 +139,7 @@ def test_a_send_takes_the_srq_oldest_receive() -> None:
     assert step.rule.id == "srq.recv.consumed"
     assert [c.wr_id for s, e in step.effects if s == "b" for c in e.completions] == [1]
     assert pair.qp("b").receives() == [2]
-    assert pair.qp("b").recvs == []
+    assert pair.qp("b").queues.recvs == []
 
 
 def test_post_recv_on_the_srq_qp_is_refused_and_changes_nothing() -> None:
@@ -150,7 +150,7 @@ def test_post_recv_on_the_srq_qp_is_refused_and_changes_nothing() -> None:
     pair.apply("b", exp, False)
     after = pair.qp("b").snapshot()
     assert after[:3] + after[4:] == before[:3] + before[4:]  # all but never_run
-    assert 1 in pair.qp("b").never_run
+    assert 1 in pair.qp("b").queues.never_run
 
 
 def test_err_flushes_no_srq_receive_and_owes_last_wqe() -> None:

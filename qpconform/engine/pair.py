@@ -236,7 +236,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         attrs, req_mask = self.transition(side, nxt, extra, extra_mask)
         mask = req_mask if mask is None else mask
         qp = self.model.qp(side)
-        held = set(qp.outstanding_sends) - set(qp.in_flight)
+        held = set(qp.queues.outstanding_sends) - set(qp.queues.in_flight)
         if fill is None:
             fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
         attrs = unmasked.pair_filled(attrs, Attr(int(mask)), extra or {}, qp.state, fill)
@@ -693,7 +693,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
         """A flush of something outstanding: the QP left its state on its own. Compare the
         state (and follow it, if known), then match the completion once more."""
         qp = track.model
-        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
+        outstanding = wc.wr_id in qp.queues.recvs or wc.wr_id in qp.queues.outstanding_sends
         if track.side not in SIDES:  # a bystander moves by modify only: nothing to explain
             return False
         if self.explain_too_long(track, wc):  # the device's way with a too-long UC/UD message
@@ -761,7 +761,7 @@ class PairHarness(MemoryGuards, SharedCQ, TooLongChoice, PairFollowing, Engine):
             if exp.state_if_accepted != exp.state_before:
                 self.end_state[side].state_because = Because(exp.rule, idx)
             if exp.verb == "modify" and resumed:
-                started = resumed & set(self.model.qp(side).in_flight)
+                started = resumed & set(self.model.qp(side).queues.in_flight)
                 self.end_state[side].resumed |= started
                 if started:
                     self._rewind_point(side)

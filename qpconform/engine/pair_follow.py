@@ -141,7 +141,7 @@ class PairFollowing:
             self.end_state[s].state_because = point.because[s]
             track.ledger.excused -= {w for side, w in lost if side == s}
         silent = self.ends[point.side].ledger.silent  # unsignaled: the wire ran them silently
-        held = sorted(w for w in self.model.qp(point.side).outstanding_sends
+        held = sorted(w for w in self.model.qp(point.side).queues.outstanding_sends
                       if (point.side, w) in lost or w in silent)
         for w in held:
             silent.pop(w, None)

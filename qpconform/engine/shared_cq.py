@@ -52,7 +52,7 @@ UNPOLLED_PAUSE = 0.3
 
 def outstanding(model: QPModel) -> set[int]:
     """The WRs a QP model holds: its receives and its outstanding sends."""
-    return set(model.recvs) | set(model.outstanding_sends)
+    return set(model.queues.recvs) | set(model.queues.outstanding_sends)
 
 
 class SharedCQ:

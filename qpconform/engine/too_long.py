@@ -79,7 +79,7 @@ class TooLongChoice:
             )
             self.diverge(track, d)  # type: ignore[attr-defined]
             return True
-        if met in self.model.met_dropped and wc.wr_id in track.model.recvs:
+        if met in self.model.met_dropped and wc.wr_id in track.model.queues.recvs:
             d = self.divergence(  # type: ignore[attr-defined]
                 track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
                 f"no completion of receive {wc.wr_id}: the device dropped a message too long "
@@ -89,7 +89,7 @@ class TooLongChoice:
             self.diverge(track, d)  # type: ignore[attr-defined]
             return True
         qp = track.model
-        if met not in self.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
+        if met not in self.model.undecided or not qp.queues.recvs or qp.queues.recvs[0] != wc.wr_id:
             return False
         self._follow_error(track, wc)
         return True
@@ -104,10 +104,10 @@ class TooLongChoice:
         again. Once the device chose the drop, such a flush right after a too-long message
         met the receive is the other choice: an inconsistent divergence of the rule."""
         qp = track.model
-        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
-        if not outstanding or not qp.recvs:
+        outstanding = wc.wr_id in qp.queues.recvs or wc.wr_id in qp.queues.outstanding_sends
+        if not outstanding or not qp.queues.recvs:
             return False
-        head = (track.side, qp.recvs[0])
+        head = (track.side, qp.queues.recvs[0])
         if head in self.model.undecided:
             self._follow_error(track, wc)
             return True
@@ -142,7 +142,7 @@ class TooLongChoice:
         a too-long message met): the model follows, the ledger books what that makes due,
         the choice is recorded, and `wc` is matched again."""
         side, qp = track.side, track.model
-        head = qp.recvs[0]
+        head = qp.queues.recvs[0]
         origin = track.last()
         exp = self.model.too_long_completed(side, head)
         self.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)  # type: ignore[attr-defined]
