@@ -17,21 +17,10 @@ Every decision names its rule, like models/pair.py.
 from dataclasses import replace
 
 from models.enums import EventType, QPState, QPType, WCStatus
-from models.operations import INLINE_DELIVERED, READ_DELIVERED, READ_DEPTH
+from models.operations import INLINE_DELIVERED, READ_DELIVERED, READ_DEPTH, Op
 from models.outcomes import Expectation, Outcome
-from models.pair import (
-    _ERROR_EVENTS,
-    BAD_LKEY,
-    SIDES,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
-    checking,
-    guarded,
-    with_data,
-)
+from models.pair import PairModel
+from models.pair_rules import BAD_LKEY
 from models.qp import QPModel
 from models.sources import (
     DRIVER,
@@ -45,6 +34,8 @@ from models.sources import (
     Source,
 )
 from models.variant import IWARP
+from models.wire import SIDES, Fault, WireSettings, WireStep
+from models.wire_expect import ERROR_EVENTS, checking, guarded, with_data
 
 S = QPState
 _DDP = "IETF RFC 5041 (DDP)"
@@ -289,7 +280,7 @@ class IwarpPairModel(PairModel):
 
 
 def _established(qp: QPModel) -> Expectation:
-    return _moved(qp, S.RTS, CM_ESTABLISHED, "connected", forbidden=_ERROR_EVENTS)
+    return _moved(qp, S.RTS, CM_ESTABLISHED, "connected", forbidden=ERROR_EVENTS)
 
 
 def _closed(qp: QPModel, rule: Rule, allowed: tuple[EventType, ...] = ()) -> Expectation:

@@ -20,22 +20,19 @@ from hypothesis.stateful import RuleBasedStateMachine
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
-from models.operations import MESSAGE_LEN, SINK_PAYLOAD, SINK_STALE, WC_WITH_IMM
+from models.operations import MESSAGE_LEN, SINK_PAYLOAD, SINK_STALE, WC_WITH_IMM, Op
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import (
+from models.pair import PairModel
+from models.pair_rules import (
     BAD_LKEY,
     RC_RETRY_EXHAUSTED,
     TOO_LONG_DROPPED,
     TOO_LONG_ERROR,
     UNRELIABLE_RECV_TOO_SHORT,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
 )
 from models.qp import QPModel
 from models.variant import LINUX
+from models.wire import Fault, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 from qpconform.engine.judge import DivergenceError

@@ -9,7 +9,8 @@ import pytest
 from models import access
 from models.enums import EventType, QPState, QPType, WCStatus
 from models.iwarp_pair import WRITE_REFUSED
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import iwarp_machine_for, machine_for
 from tests.fake_pair import (

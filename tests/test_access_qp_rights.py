@@ -10,7 +10,9 @@ import pytest
 
 from models import access
 from models.enums import AccessFlag, Attr, QPState, QPType, WCStatus
-from models.pair import Fault, Op, PairModel
+from models.operations import Op
+from models.pair import PairModel
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for

@@ -16,11 +16,13 @@ import pytest
 from models import rules as model_rules_module
 from models.attributes import VALUE_RULES, DeviceCaps
 from models.enums import STATES, Attr, EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import Expectation, Outcome
-from models.pair import Fault, Op, PairModel
+from models.pair import PairModel
 from models.qp import QPModel
 from models.sources import KINDS, LAYERS, MAY, SPEC, Rule, Source
 from models.variant import VARIANTS, variant
+from models.wire import Fault
 from qpconform.engine import pair as engine_pair
 from reports.qualification import model_rules
 from tests.sequences import VALID_ATTRS

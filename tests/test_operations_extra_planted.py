@@ -16,7 +16,8 @@ import pytest
 from models.enums import QPState, QPType, WCStatus
 from models.operations import Op, foreign_ops
 from models.outcomes import Outcome
-from models.pair import Fault, PairModel
+from models.pair import PairModel
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for

@@ -14,8 +14,9 @@ import pytest
 from models.enums import QPState, QPType, WCOpcode, WCStatus
 from models.operations import OPS_BY_TYPE, Op, imm_for
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import Fault, PairModel
+from models.pair import PairModel
 from models.rules import SEND_DONE
+from models.wire import Fault
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger

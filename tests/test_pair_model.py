@@ -3,8 +3,10 @@
 import pytest
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import ExpectedCompletion
-from models.pair import (
+from models.pair import PairModel
+from models.pair_rules import (
     BAD_LKEY,
     RC_BAD_RKEY,
     RC_RETRY_EXHAUSTED,
@@ -14,12 +16,8 @@ from models.pair import (
     UC_BAD_RKEY,
     UNRELIABLE_DROPPED,
     WRITE_DELIVERED,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
 )
+from models.wire import Fault, WireSettings, WireStep
 
 S = QPState
 SEND_OK = WCStatus.SUCCESS

@@ -18,7 +18,8 @@ import pytest
 
 from fixtures.selection import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
-from models.pair import Fault, Op, WireSettings
+from models.operations import Op
+from models.wire import Fault, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.device import VerbResult
 from qpconform.engine.hazards import HazardAvoided

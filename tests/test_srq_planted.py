@@ -12,9 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from models.enums import EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import Outcome
-from models.pair import Fault, Op, PairModel
+from models.pair import PairModel
 from models.srq import SRQModel
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
 from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence

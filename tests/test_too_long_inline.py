@@ -18,12 +18,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from models.enums import QPState, QPType, WCStatus
 from models.operations import INLINE_DELIVERED, SINK_PAYLOAD, Op
-from models.pair import (
-    TOO_LONG_DROPPED,
-    TOO_LONG_ERROR,
-    UNRELIABLE_RECV_TOO_SHORT,
-    PairModel,
-)
+from models.pair import PairModel
+from models.pair_rules import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.quirks import Quirks

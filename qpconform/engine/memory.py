@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from models.access import GUARD, WRITE_PLACED, Memory
-from models.pair import SIDES
+from models.wire import SIDES
 
 if TYPE_CHECKING:
     from .track import Track

@@ -32,24 +32,16 @@ from typing import Any, cast
 
 from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
-from models.operations import ops_for, with_src_qp
+from models.operations import Op, ops_for, with_src_qp
 from models.outcomes import Expectation, Outcome
-from models.pair import (
-    RC_RETRY_EXHAUSTED,
-    RC_RNR_EXHAUSTED,
-    RC_RNR_WAITING,
-    SIDES,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
-)
+from models.pair import PairModel
 from models.pair_checks import SQ_DRAINING, STATE_RULE, UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
+from models.pair_rules import RC_RETRY_EXHAUSTED, RC_RNR_EXHAUSTED, RC_RNR_WAITING
 from models.sources import MAY, Rule
 from models.unused_fields import UNUSED_FIELDS
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
+from models.wire import SIDES, Fault, WireSettings, WireStep
 
 from . import blame, unmasked, unused_wr
 from .connect import FAST, bring_up_mask

@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 
 from models.enums import EventType, QPState, WCStatus
-from models.pair import SIDES, PairModel
+from models.pair import PairModel
 from models.pair_checks import SQ_DRAINING, STATE_RULE
+from models.wire import SIDES
 
 from .device import QueryResult
 from .ledger import Because

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from models.enums import WCStatus
-from models.pair import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
+from models.pair_rules import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
 
 from .ledger import Because
 

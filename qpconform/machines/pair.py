@@ -21,9 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from models.access import TARGETED_OPS
 from models.enums import AccessFlag, Attr, QPState, QPType
-from models.operations import IWARP_OPS, foreign_ops, ops_for
-from models.pair import Fault, Op
+from models.operations import IWARP_OPS, Op, foreign_ops, ops_for
 from models.variant import LINUX
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.fills import FILLS, WR_FILLS
 from qpconform.machines.stops import deliver_pending
