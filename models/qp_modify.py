@@ -1,18 +1,20 @@
 """ModifyJudge: how one QP judges modify_qp, and what the modifies it judged left in force.
 
-The checks in Linux's order (uverbs' ABI checks, the table, the attribute values), then the
-transition an accepted modify makes; under a connection-managed variant (`iwarp`,
-models/variant.py) an iWARP RNIC's rules instead. QPModel (models/qp.py) proposes the
-verdict and, once the device answered, lets the judge book the access flags in force.
+The checks in Linux's order (uverbs' ABI checks, the table, the attribute values: the value
+rules of models/attributes.py that the mask brings into play), then the transition an
+accepted modify makes; under a connection-managed variant (`iwarp`, models/variant.py) an
+iWARP RNIC's rules instead. QPModel (models/qp.py) proposes the verdict and, once the
+device answered, lets the judge book the access flags in force.
 """
 
 import errno
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import lru_cache
 from typing import Protocol
 
 from models import outside_mask, rules, uverbs
-from models.attributes import DeviceCaps, ValueRule, broken_value_rules, rules_for
+from models.attributes import PSN_MASKED, DeviceCaps, ValueRule, VariantFacts
 from models.enums import QP_ERROR_EVENTS, STANDARD_BITS, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, ExpectedCompletion, Outcome, expect
 from models.readback import Stored
@@ -53,6 +55,36 @@ class ModifiedQP(Protocol):
     def err_checked(self, before: QPState) -> list[Rule]:
         """What entering ERR from `before` checks beyond its own rule."""
         return []
+
+
+def broken_value_rules(
+    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: VariantFacts
+) -> list[ValueRule]:
+    """The value rules of `variant` broken by the attributes a mask selects (fields absent:
+    not checked)."""
+    broken = []
+    for vr in _selected(variant, int(mask)):
+        try:
+            ok = vr.valid(attrs, caps)
+        except KeyError:
+            continue  # the field was not given: nothing to check
+        if not ok:
+            broken.append(vr)
+    return broken
+
+
+@lru_cache(maxsize=4096)  # variants and their rules never change; a mask recurs every step
+def _selected(variant: VariantFacts, mask: int) -> tuple[ValueRule, ...]:
+    """The value rules of `variant` that a mask brings into play, in their order."""
+    return tuple(vr for vr in variant.value_rules if mask & int(vr.bit))
+
+
+def rules_for(mask: Attr, variant: VariantFacts) -> list[Rule]:
+    """Every value rule of `variant` that a mask brings into play (for coverage)."""
+    found = [vr.rule for vr in _selected(variant, int(mask))]
+    if variant.masks_psn and mask & (Attr.SQ_PSN | Attr.RQ_PSN):
+        found.append(PSN_MASKED)
+    return found
 
 
 def drain_events(notify: bool) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
