@@ -172,9 +172,9 @@ class PairModel:
         if fault is Fault.INLINE_OVER_CAP:
             if exp.outcome is Outcome.REFUSE:  # refused anyway (RESET, INIT, RTR)
                 return exp
-            return self.ends[side].overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
+            return self.ends[side].proposal.overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
         if fault is Fault.MISALIGNED and exp.outcome is Outcome.ACCEPT:
-            exp = self.ends[side].overrule(
+            exp = self.ends[side].proposal.overrule(
                 exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
         self.memory.used |= fault.targeted
@@ -222,7 +222,7 @@ class PairModel:
             raise ValueError(f"the model posts {op.name} on {self.qp_type.name} in RTS only")
         exp = self.ends[side].post_send(wr_id, signaled)
         self._ops[(side, wr_id)] = (op, Fault.NONE)
-        return self.ends[side].overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
+        return self.ends[side].proposal.overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
     def post_recv(
         self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False

@@ -10,7 +10,8 @@ take effect at once.
 A QPModel is made of parts with one job each: `queues` (models/work_queues.py) books its
 WRs, `judge` (models/qp_modify.py) decides a modify and keeps the access flags it set,
 `stored` (models/readback.py) is what query_qp must report; this module holds the verbs,
-the automatic events and the proposal each verb leaves for `apply`.
+the automatic events, and `proposal` (models/proposal.py) keeps each verb's expectation
+and effect until `apply`.
 
 Under a connection-managed variant (`iwarp`, models/variant.py) modify and the posts follow
 an iWARP RNIC's rules instead (`ModifyJudge`, `_post_iwarp`): RESET, INIT and RTR are all
@@ -19,13 +20,14 @@ manager, IB-only attributes are left to the driver, nothing is read back but the
 state, and where the iWARP drivers differ the expectation is "either".
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from models import rules
 from models.attributes import DeviceCaps
 from models.enums import QP_ERROR_EVENTS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.outcomes import Expectation, ExpectedCompletion, Outcome, expect
+from models.proposal import Effect, Proposal
 from models.qp_modify import ModifyJudge, drain_events
 from models.readback import Stored
 from models.sources import Rule
@@ -72,7 +74,7 @@ class QPModel:
         self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
         self.stored = Stored()  # the attributes query_qp must report (models/readback.py)
         self.judge = ModifyJudge(self)
-        self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
+        self.proposal = Proposal()  # the verb proposed, until `apply`
 
     # ----------------------------------------------------------------- queries of the model
     @property
@@ -210,10 +212,7 @@ class QPModel:
 
     def apply(self, exp: Expectation, accepted: bool) -> None:
         """Record what the device did with the last proposed verb (follows the device)."""
-        if self._proposed is None or self._proposed[0] is not exp:
-            raise RuntimeError("apply() must follow the verb that produced this expectation")
-        _, effect, wr_id = self._proposed
-        self._proposed = None
+        effect, wr_id = self.proposal.take(exp)
         if accepted:
             if exp.outcome is Outcome.REFUSE:  # a divergence the run goes on with (a quirk)
                 if exp.verb == "modify":
@@ -226,28 +225,6 @@ class QPModel:
             self.queues.never_run.update(exp.never_run)
             if wr_id is not None:  # whoever refused it, a refused WR must never run
                 self.queues.never_run.add(wr_id)
-
-    def overrule(
-        self, exp: Expectation, outcome: Outcome, rule: Rule,
-        errnos: frozenset[int] | None = None,
-    ) -> Expectation:
-        """The post just proposed, judged instead by a rule that knows the WR, not only the
-        QP (models/pair.py: an inline WR beyond max_inline_data, an operation the QP type
-        lacks): `outcome` under `rule`. Accepted, it does what the QP alone said; refused,
-        it never runs (apply)."""
-        if self._proposed is None or self._proposed[0] is not exp or exp.outcome is not (
-            Outcome.ACCEPT
-        ):
-            raise RuntimeError("overrule() takes the accepted post that was just proposed")
-        _, effect, wr_id = self._proposed
-        refused = outcome is Outcome.REFUSE
-        judged = replace(
-            exp, outcome=outcome, rule=rule, checked=(rule,), errnos=errnos,
-            completions=() if refused else exp.completions,
-            never_run=frozenset({wr_id}) if refused and wr_id is not None else frozenset(),
-        )
-        self._proposed = (judged, effect, wr_id)
-        return judged
 
     # ------------------------------------------------------------------- automatic events
     def send_completed(
@@ -455,14 +432,13 @@ class QPModel:
         self.enter(state)
         return flushed
 
-    def _propose(
-        self, exp: Expectation, effect: Callable[[], None] | None, wr_id: int | None = None
-    ) -> Expectation:
+    def _propose(self, exp: Expectation, effect: Effect, wr_id: int | None = None) -> Expectation:
+        """Hold `exp` until `apply`: a destroyed QP has no verb left to model."""
         if self.destroyed:
             raise RuntimeError("the QP was destroyed: no verb can be modelled on it")
-        self._proposed = (exp, effect, wr_id)
-        return exp
+        return self.proposal.hold(exp, effect, wr_id)
 
     def _propose_post(self, exp: Expectation, wr_id: int) -> Expectation:
+        """Hold a refused post: its WR must never run."""
         exp = Expectation(**{**exp.__dict__, "never_run": frozenset({wr_id})})
         return self._propose(exp, None, wr_id)

@@ -17,6 +17,7 @@ from models import outside_mask, rules, uverbs
 from models.attributes import PSN_MASKED, DeviceCaps, ValueRule, VariantFacts
 from models.enums import QP_ERROR_EVENTS, STANDARD_BITS, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, ExpectedCompletion, Outcome, expect
+from models.proposal import Effect
 from models.readback import Stored
 from models.sources import MAY, Rule
 from models.srq import SRQ_KEEPS_RECEIVES, SRQModel
@@ -27,8 +28,8 @@ from models.work_queues import WorkQueues
 S = QPState
 _EINVAL = frozenset({errno.EINVAL})
 
-#: A verdict: the expectation, and what accepting it does (None: nothing).
-Verdict = tuple[Expectation, Callable[[], None] | None]
+#: A verdict: the expectation, and what accepting it does.
+Verdict = tuple[Expectation, Effect]
 
 
 class ModifiedQP(Protocol):
