@@ -1,4 +1,4 @@
-"""Self-tests of a receive whose lkey names no MR (models/pair.py RC_RECV_BAD_LKEY).
+"""Self-tests of a receive whose lkey names no MR (models/pair_rules.py RC_RECV_BAD_LKEY).
 
 post_recv takes it (the key is checked when data is placed); an RC SEND into it fails at
 both ends: the receive LOC_PROT_ERR, the responder in ERR flushing the rest, the SEND

@@ -1,6 +1,6 @@
 """A UC/UD message longer than the receive: the device's choice, learnt and then held.
 
-`pair.unreliable.recv_too_short` (models/pair.py) is a "may" rule with two outcomes: the
+`pair.unreliable.recv_too_short` (models/pair_rules.py) is a "may" rule with two outcomes: the
 responder drops the message (the receive stays posted, nothing completes) or completes
 the receive with LOC_LEN_ERR and enters ERR. The model cannot know beforehand which one a
 device takes, so until it has seen one it expects the drop and keeps the receives such a
