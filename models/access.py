@@ -6,7 +6,7 @@ belongs to one protection domain (PD). An RDMA WRITE, READ or atomic that asks f
 more is refused by the responder, and no byte moves (IBTA ch. 9.7.5.2 and 10.6).
 The pair harness gives each end a set of *target* MRs, each registered with a subset
 of the remote rights (and one in a second PD), filled with a guard pattern; a
-request names one of them through a `Fault` of models/pair.py, which this module
+request names one of them through a `Fault` of models/wire.py, which this module
 turns into the target, the offset and the length (`window_of`). `Memory` is what
 the target MRs must hold: the guard pattern, except where a granted WRITE placed its
 bytes; a device's bytes are compared with it after every step (`Memory.diff`).
@@ -262,7 +262,7 @@ class Window:
 
 
 def window_of(op: Op, fault: str) -> Window:
-    """The window a request of `op` with a target fault (models.pair.Fault's value) names:
+    """The window a request of `op` with a target fault (models.wire.Fault's value) names:
     "granted" mid-target, "at_end" ending at its last byte, "past_end" across its end (an
     atomic: at the first byte past it, aligned), "no_right" in the target lacking the right
     `op` needs, "other_pd" in the target of the second PD."""

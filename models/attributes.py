@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Protocol
 
 from models.enums import MTU, AccessFlag, Attr
@@ -474,33 +473,3 @@ PSN_MASKED = Rule(
     kind=MUST,
     layer=CORE,
 )
-
-
-def broken_value_rules(
-    attrs: Mapping[str, int], mask: Attr, caps: DeviceCaps, variant: VariantFacts
-) -> list[ValueRule]:
-    """The value rules of `variant` broken by the attributes a mask selects (fields absent:
-    not checked)."""
-    broken = []
-    for vr in _selected(variant, int(mask)):
-        try:
-            ok = vr.valid(attrs, caps)
-        except KeyError:
-            continue  # the field was not given: nothing to check
-        if not ok:
-            broken.append(vr)
-    return broken
-
-
-@lru_cache(maxsize=4096)  # variants and their rules never change; a mask recurs every step
-def _selected(variant: VariantFacts, mask: int) -> tuple[ValueRule, ...]:
-    """The value rules of `variant` that a mask brings into play, in their order."""
-    return tuple(vr for vr in variant.value_rules if mask & int(vr.bit))
-
-
-def rules_for(mask: Attr, variant: VariantFacts) -> list[Rule]:
-    """Every value rule of `variant` that a mask brings into play (for coverage)."""
-    found = [vr.rule for vr in _selected(variant, int(mask))]
-    if variant.masks_psn and mask & (Attr.SQ_PSN | Attr.RQ_PSN):
-        found.append(PSN_MASKED)
-    return found

@@ -24,8 +24,8 @@ from models import (
     iwarp_pair,
     operations,
     outside_mask,
-    pair,
     pair_checks,
+    pair_rules,
     readback,
     returned,
     rules,
@@ -104,7 +104,7 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair, operations, readback, srq, shared_cq, access, outside_mask,
+    for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, outside_mask,
                    unused_fields, returned):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
@@ -196,17 +196,17 @@ def _named_scopes() -> dict[str, RuleScope]:
         readback.READBACK_ROUNDED.id: RuleScope(
             _bit_types(Attr.MAX_QP_RD_ATOMIC, Attr.MAX_DEST_RD_ATOMIC)),
         PSN_MASKED.id: RuleScope(_bit_types(Attr.SQ_PSN, Attr.RQ_PSN)),
-        pair.SEND_DELIVERED.id: RuleScope(PAIR_TYPES),
-        pair.WRITE_DELIVERED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
-        pair.RC_RNR_EXHAUSTED.id: rc,
-        pair.RC_RNR_WAITING.id: rc,
-        pair.RC_RETRY_EXHAUSTED.id: rc,
-        pair.RC_BAD_RKEY.id: rc,
-        pair.UC_BAD_RKEY.id: RuleScope(frozenset({QPType.UC})),
-        pair.UNRELIABLE_DROPPED.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
-        pair.BAD_LKEY.id: RuleScope(PAIR_TYPES),
-        pair.NO_EVENT_ON_COMPLETION_ERROR.id: RuleScope(PAIR_TYPES),
-        pair.COMM_EST_ON_FIRST_PACKET.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        pair_rules.SEND_DELIVERED.id: RuleScope(PAIR_TYPES),
+        pair_rules.WRITE_DELIVERED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        pair_rules.RC_RNR_EXHAUSTED.id: rc,
+        pair_rules.RC_RNR_WAITING.id: rc,
+        pair_rules.RC_RETRY_EXHAUSTED.id: rc,
+        pair_rules.RC_BAD_RKEY.id: rc,
+        pair_rules.UC_BAD_RKEY.id: RuleScope(frozenset({QPType.UC})),
+        pair_rules.UNRELIABLE_DROPPED.id: RuleScope(frozenset({QPType.UC, QPType.UD})),
+        pair_rules.BAD_LKEY.id: RuleScope(PAIR_TYPES),
+        pair_rules.NO_EVENT_ON_COMPLETION_ERROR.id: RuleScope(PAIR_TYPES),
+        pair_rules.COMM_EST_ON_FIRST_PACKET.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         operations.READ_DELIVERED.id: rc,
         operations.ATOMIC_DELIVERED.id: RuleScope(
             frozenset({QPType.RC}), frozenset({"ATOMICS"})),

@@ -17,21 +17,10 @@ Every decision names its rule, like models/pair.py.
 from dataclasses import replace
 
 from models.enums import EventType, QPState, QPType, WCStatus
-from models.operations import INLINE_DELIVERED, READ_DELIVERED, READ_DEPTH
+from models.operations import INLINE_DELIVERED, READ_DELIVERED, READ_DEPTH, Op
 from models.outcomes import Expectation, Outcome
-from models.pair import (
-    _ERROR_EVENTS,
-    BAD_LKEY,
-    SIDES,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
-    checking,
-    guarded,
-    with_data,
-)
+from models.pair import PairModel
+from models.pair_rules import BAD_LKEY
 from models.qp import QPModel
 from models.sources import (
     DRIVER,
@@ -45,6 +34,8 @@ from models.sources import (
     Source,
 )
 from models.variant import IWARP
+from models.wire import SIDES, Fault, WireSettings, WireStep
+from models.wire_expect import ERROR_EVENTS, checking, guarded, with_data
 
 S = QPState
 _DDP = "IETF RFC 5041 (DDP)"
@@ -213,7 +204,7 @@ class IwarpPairModel(PairModel):
 
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
         """The oldest started send of `side`: delivered, or a DDP error that terminates."""
-        wr_id = self.ends[side].in_flight[0]
+        wr_id = self.ends[side].queues.in_flight[0]
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer = self.ends[self.peer_of(side)]
         if fault is Fault.BAD_LKEY:
@@ -238,11 +229,11 @@ class IwarpPairModel(PairModel):
     def _resolve_head(self, side: str) -> WireStep | None:
         req = self.ends[side]
         peer_side = self.peer_of(side)
-        if not self.connected or not req.in_flight or req.state != S.RTS:
+        if not self.connected or not req.queues.in_flight or req.state != S.RTS:
             return None
         if peer_side in self.gone or self.ends[peer_side].state != S.RTS:
             return None  # the connection is ending: _close_if_left decides
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         rule, status, at_peer = self.decide(side)
         assert status is not None
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
@@ -289,7 +280,7 @@ class IwarpPairModel(PairModel):
 
 
 def _established(qp: QPModel) -> Expectation:
-    return _moved(qp, S.RTS, CM_ESTABLISHED, "connected", forbidden=_ERROR_EVENTS)
+    return _moved(qp, S.RTS, CM_ESTABLISHED, "connected", forbidden=ERROR_EVENTS)
 
 
 def _closed(qp: QPModel, rule: Rule, allowed: tuple[EventType, ...] = ()) -> Expectation:

@@ -95,3 +95,34 @@ class Expectation:
         if self.outcome is not Outcome.REFUSE:
             return False
         return self.errnos is None or errno in self.errnos
+
+
+def expect(
+    verb: str,
+    outcome: Outcome,
+    rule: Rule,
+    before: QPState,
+    after: QPState | None = None,
+    *,
+    errnos: frozenset[int] | None = None,
+    completions: tuple[ExpectedCompletion, ...] = (),
+    events: tuple[EventType, ...] = (),
+    forbidden_events: tuple[EventType, ...] = (),
+    never_run: frozenset[int] = frozenset(),
+    checked: list[Rule] | None = None,
+) -> Expectation:
+    """The expectation of one verb or event on a QP in `before`, decided by `rule`: it stays
+    there unless `after` says where it goes; `checked` defaults to the rule alone."""
+    return Expectation(
+        verb=verb,
+        outcome=outcome,
+        rule=rule,
+        state_before=before,
+        state_if_accepted=before if after is None else after,
+        errnos=errnos,
+        completions=completions,
+        events=events,
+        forbidden_events=forbidden_events,
+        never_run=never_run,
+        checked=tuple(checked or (rule,)),
+    )

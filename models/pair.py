@@ -6,13 +6,13 @@ fault planted in the WR. PairModel joins two QPModels ("a" and "b") and decides,
 for the oldest started send of each side, the wire outcome (success consuming
 the peer's oldest receive, RNR, retry exhaustion, silent drop, access or
 protection error), then drives both QPModels through their automatic events.
-Every decision names its rule, like models/rules.py.
+Every decision names its rule (models/pair_rules.py); the sides, faults and settings of the
+wire are models/wire.py's, what its steps' expectations also promise models/wire_expect.py's.
 """
 
 import errno
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
@@ -20,7 +20,6 @@ from models.operations import (
     ATOMIC_DELIVERED,
     ATOMIC_MISALIGNED_POST,
     ATOMICS,
-    COMPLETION_OPCODE,
     FENCE_AFTER_READS,
     IMM_DELIVERED,
     INLINE_DELIVERED,
@@ -31,7 +30,6 @@ from models.operations import (
     READ_DEPTH,
     SINK_PAYLOAD,
     SINK_STALE,
-    UNSIGNALED_SILENT,
     Op,
     foreign_ops,
     imm_for,
@@ -40,287 +38,35 @@ from models.operations import (
     with_byte_len,
 )
 from models.outcomes import Expectation, Outcome
+from models.pair_rules import (
+    BAD_LKEY,
+    COMM_EST_ON_FIRST_PACKET,
+    RC_BAD_RKEY,
+    RC_RECV_BAD_LKEY,
+    RC_RECV_TOO_SHORT,
+    RC_RETRY_EXHAUSTED,
+    RC_RNR_EXHAUSTED,
+    RC_RNR_WAITING,
+    SEND_DELIVERED,
+    TOO_LONG_DROPPED,
+    TOO_LONG_ERROR,
+    UC_BAD_RKEY,
+    UNRELIABLE_DROPPED,
+    UNRELIABLE_RECV_TOO_SHORT,
+    WRITE_DELIVERED,
+)
 from models.qp import QPModel
-from models.sources import DRIVER, MAY, MUST, Rule, Source, ibta
+from models.sources import Rule
 from models.srq import SRQ_RECV_CONSUMED, SRQModel
 from models.variant import LINUX, Variant
+from models.wire import SIDES, Fault, WireSettings, WireStep, check_plantable
+from models.wire_expect import ERROR_EVENTS, checking, either_status, guarded, may_raise, with_data
 
 S = QPState
-SIDES = ("a", "b")
 RNR_INFINITE = 7
-_ERROR_EVENTS = (EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR)
 _RECEIVING = frozenset({S.RTR, S.RTS, S.SQD, S.SQE})
 _RELIABLE = frozenset({QPType.RC})
-
-_TRANSPORT = "ch. 9.7 Reliable service (ACK/NAK protocol)"
-_UNRELIABLE = "ch. 9.8 Unreliable service"
-_STATES = "ch. 10.3.1 QP states"
-
-
-class Fault(StrEnum):
-    """A fault planted in one send WR."""
-
-    NONE = "none"
-    BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
-    BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
-    INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
-    MISALIGNED = "misaligned"  # an atomic to a remote address 4 bytes off 8-byte alignment
-    # A valid rkey of one of the responder's target MRs (models/access.py window_of):
-    GRANTED = "granted"  # mid-target, every right: not a fault (the near miss)
-    AT_END = "at_end"  # ending at the target's last byte: granted too
-    PAST_END = "past_end"  # across the target's end (an atomic: just past it)
-    NO_RIGHT = "no_right"  # in a target registered without the right the operation needs
-    OTHER_PD = "other_pd"  # in a target of another PD than the responder QP's
-
-    @property
-    def targeted(self) -> bool:
-        """Does the WR name one of the responder's target MRs (models/access.py)?"""
-        return self in _TARGETED
-
-    @property
-    def refused(self) -> bool:
-        """Does the responder refuse the memory access it asks for?"""
-        return self in (Fault.PAST_END, Fault.NO_RIGHT, Fault.OTHER_PD)
-
-
-_TARGETED = frozenset({Fault.GRANTED, Fault.AT_END, Fault.PAST_END, Fault.NO_RIGHT,
-                       Fault.OTHER_PD})
-
-
-# ---------------------------------------------------------------------------------- rules
-SEND_DELIVERED = Rule(
-    "pair.send.delivered",
-    "a SEND reaching a receiving peer with a posted receive consumes the peer's oldest receive; "
-    "both complete with SUCCESS",
-    ibta(_TRANSPORT + " and ch. 10.8 Work request processing", "receives are consumed in order"),
-    kind=MUST,
-    layer=DRIVER,
-)
-WRITE_DELIVERED = Rule(
-    "pair.write.delivered",
-    "an RDMA WRITE with a valid rkey completes with SUCCESS and consumes no receive",
-    ibta("ch. 9.4.3 RDMA WRITE"),
-    kind=MUST,
-    layer=DRIVER,
-)
-RC_RNR_EXHAUSTED = Rule(
-    "pair.rc.rnr_retry_exc",
-    "an RC SEND (or WRITE with immediate) meeting an empty receive queue is RNR NAKed; "
-    "after rnr_retry retries (7 = "
-    "forever) the requester completes it with RNR_RETRY_EXC_ERR and enters ERR",
-    ibta(_TRANSPORT + ", RNR NAK and ch. 10.8.3 Completion status", "RNR Retry Counter Exceeded"),
-    kind=MUST,
-    layer=DRIVER,
-)
-RC_RNR_WAITING = Rule(
-    "pair.rc.rnr_wait",
-    "with rnr_retry = 7 an RNR-NAKed SEND (or WRITE with immediate) is retried until a "
-    "receive is posted",
-    ibta(_TRANSPORT + ", RNR NAK", "a value of 7 indicates infinite retry"),
-    kind=MUST,
-    layer=DRIVER,
-)
-RC_RETRY_EXHAUSTED = Rule(
-    "pair.rc.retry_exc",
-    "an RC request to a peer that does not answer (gone, RESET, INIT or ERR) times out; after "
-    "retry_cnt retries the requester completes it with RETRY_EXC_ERR and enters ERR",
-    ibta(_TRANSPORT + ", Local ACK Timeout", "Transport Retry Counter Exceeded"),
-    kind=MUST,
-    layer=DRIVER,
-)
-UNRELIABLE_DROPPED = Rule(
-    "pair.unreliable.dropped",
-    "a UD/UC message the peer cannot take (no receive, or peer not in RTR/RTS/SQD/SQE) is "
-    "silently dropped; the requester still completes it with SUCCESS and the peer sees nothing",
-    ibta(_UNRELIABLE + " and " + _STATES, "incoming packets are silently dropped"),
-    kind=MUST,
-    layer=DRIVER,
-)
-RC_BAD_RKEY = Rule(
-    "pair.rc.bad_rkey",
-    "an RC RDMA WRITE or READ with an invalid rkey is NAKed (Remote Access Error): the "
-    "requester "
-    "completes it with REM_ACCESS_ERR and enters ERR; the responder enters ERR with the "
-    "QP_ACCESS_ERR affiliated event (Local Access Violation Work Queue Error)",
-    ibta(
-        "ch. 9.7.5.2 Responder error behavior (class C) and ch. 11.6.3.1 Affiliated "
-        "asynchronous errors",
-        "Local Access Violation Work Queue Error",
-    ),
-    kind=MUST,
-    layer=DRIVER,
-)
-UC_BAD_RKEY = Rule(
-    "pair.uc.bad_rkey",
-    "a UC RDMA WRITE (with or without immediate) with an invalid rkey is dropped by the "
-    "responder; the requester completes it with SUCCESS (unreliable: no NAK)",
-    ibta(_UNRELIABLE + ", responder error behavior", "the packet is silently dropped"),
-    kind=MUST,
-    layer=DRIVER,
-)
-BAD_LKEY = Rule(
-    "pair.bad_lkey",
-    "a send WR whose local SGE has an invalid lkey completes with LOC_PROT_ERR; nothing reaches "
-    "the peer (RC then enters ERR, UD/UC enter SQE)",
-    ibta("ch. 10.8.3 Completion status and ch. 10.6 Memory protection", "Local Protection Error"),
-    kind=MUST,
-    layer=DRIVER,
-)
-RC_RECV_TOO_SHORT = Rule(
-    "pair.rc.recv_too_short",
-    "an RC SEND (or SEND with immediate) longer than the responder's oldest receive buffer: "
-    "the receive completes with LOC_LEN_ERR and the responder enters ERR, flushing the rest "
-    "(ibta.err.recv_error); the responder NAKs it (Invalid Request): the requester completes "
-    "it with REM_INV_REQ_ERR and enters ERR (ibta.err.send_error). A WRITE with immediate "
-    "places no data in the receive buffer: a short receive takes it as any other",
-    Source(
-        "IBTA and linux drivers/infiniband, rdma-core providers",
-        "IBTA ch. 9.7.5.2.1 Responder class C errors (a message too long for the receive "
-        "WQE: Invalid Request NAK, the receive WQE completes in error, the QP enters Error), "
-        "ch. 10.8.3 completion status Local Length Error / Remote Invalid Request Error; man "
-        "ibv_poll_cq(3): IBV_WC_LOC_LEN_ERR 'a Work Request that was posted in a local "
-        "Receive Queue isn't big enough for holding the incoming message', "
-        "IBV_WC_REM_INV_REQ_ERR at the requester; mlx5 cq.c mlx5_handle_error_cqe() "
-        "(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR -> IBV_WC_LOC_LEN_ERR); siw siw_qp_rx.c "
-        "siw_send_check_ntoh() ('receive space short': SIW_WC_LOC_LEN_ERR, DDP Terminate); "
-        "rxe means RESPST_ERR_LENGTH -> do_class_ac_error(AETH_NAK_INVALID_REQ) but "
-        "copy_data() returns -EINVAL for a message longer than the receive, so "
-        "send_data_in() takes RESPST_ERR_MALFORMED_WQE (Remote Operational Error NAK; "
-        "quirk rxe.recv_too_short_as_malformed_wqe)",
-        "the receive WQE is completed with Local Length Error",
-    ),
-    kind=MUST,
-    layer=DRIVER,
-)
-UNRELIABLE_RECV_TOO_SHORT = Rule(
-    "pair.unreliable.recv_too_short",
-    "a UC or UD SEND (or SEND with immediate) longer than the responder's oldest receive "
-    "buffer: the requester completes it with SUCCESS (no acknowledgement on an unreliable "
-    "service) and stays in RTS; the responder either drops the message (the receive is not "
-    "consumed and stays first, nothing completes, the QP keeps its state) or completes the "
-    "receive with LOC_LEN_ERR and enters ERR, flushing the rest (ibta.err.recv_error; an "
-    "affiliated error event may come with it, the driver's). The device chooses one way "
-    "and keeps to it for the whole run",
-    Source(
-        "IBTA and linux drivers/infiniband, rdma-core providers",
-        "IBTA ch. 9.9.3.1 Responder error behavior: a length error on an unreliable service "
-        "is class D (the packet silently dropped) with a receive queue of its own, class E "
-        "(the receive WQE completed in error) with an SRQ, as rxe_resp.c names them "
-        "(RESPST_ERR_LENGTH: 'UC/UD - class D' drop_msg, 'UC/UD - class E' with an SRQ); "
-        "ch. 10.8.3 completion status Local Length Error and ch. 10.3.1 (a receive "
-        "completing in error takes the QP to Error); man ibv_poll_cq(3): IBV_WC_LOC_LEN_ERR "
-        "'a Work Request that was posted in a local Receive Queue isn't big enough for "
-        "holding the incoming message'; mlx5 cq.c (MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR -> "
-        "IBV_WC_LOC_LEN_ERR, an error CQE with the QP in error); hns hns_roce_hw_v2.c "
-        "hns_roce_v2_poll_one() (any error CQE but a flush: init_flush_work(), the QP to "
-        "ERR); irdma IRDMA_AE_DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER -> "
-        "FLUSH_LOC_LEN_ERR (IB_WC_LOC_LEN_ERR) with IRDMA_QP_EVENT_CATASTROPHIC; efa "
-        "(EFA_IO_COMP_STATUS_LOCAL_ERROR_BAD_LENGTH -> IBV_WC_LOC_LEN_ERR on its UD/SRD "
-        "receives); rxe copy_data() refuses the copy with -EINVAL, so send_data_in() "
-        "takes RESPST_ERR_MALFORMED_WQE (the receive LOC_QP_OP_ERR, the QP in ERR) unless "
-        "rxe_resp_check_length() finds a UD message too long first (class D: dropped). "
-        "iWARP has no UC or UD (siw: a short receive is a DDP Terminate, iwarp.*)",
-        "a message too long for the receive WQE: dropped, or the WQE completed in error",
-    ),
-    kind=MAY,
-    layer=DRIVER,
-)
-#: The two outcomes UNRELIABLE_RECV_TOO_SHORT allows (PairModel.too_long).
-TOO_LONG_DROPPED, TOO_LONG_ERROR = "dropped", "recv_error"
-RC_RECV_BAD_LKEY = Rule(
-    "pair.rc.recv_bad_lkey",
-    "an RC SEND (or SEND with immediate) meets a receive whose SGE names no MR (a bad "
-    "lkey): post_recv accepted it (the key is checked when data is placed); the receive "
-    "completes with LOC_PROT_ERR and the responder enters ERR, flushing the rest "
-    "(ibta.err.recv_error); the responder NAKs it (Remote Operational Error): the "
-    "requester completes it with REM_OP_ERR and enters ERR (ibta.err.send_error). Only a "
-    "SEND is judged against such a receive (a WRITE with immediate places no data in it: "
-    "not modelled)",
-    Source(
-        "IBTA and linux drivers/infiniband, rdma-core providers",
-        "IBTA ch. 9.7.5.2 Responder error behavior (an error local to the responder, such "
-        "as a receive WQE whose L_Key is not valid: Remote Operational Error NAK, the "
-        "receive WQE completes in error, the QP enters Error) and ch. 10.8.3 completion "
-        "status Local Protection Error / Remote Operation Error; man ibv_poll_cq(3): "
-        "IBV_WC_LOC_PROT_ERR 'the locally posted Work Request's buffers in the scatter/"
-        "gather list does not reference a Memory Region that is valid for the requested "
-        "operation', IBV_WC_REM_OP_ERR 'Responder QP related error that prevented the "
-        "responder from completing the request'. Accepted at post: rdma-core providers/rxe "
-        "rxe_post_one_recv() and providers/mlx5 mlx5_post_recv() copy the SGE into the WQE "
-        "unchecked (no MR table in user space). The completion status comes from the "
-        "device: mlx5 cq.c maps MLX5_CQE_SYNDROME_LOCAL_PROT_ERR -> IBV_WC_LOC_PROT_ERR and "
-        "MLX5_CQE_SYNDROME_REMOTE_OP_ERR -> IBV_WC_REM_OP_ERR; rxe rxe_resp.c send_data_in(): "
-        "copy_data() returns -EINVAL for an lkey no MR has, RESPST_ERR_MALFORMED_WQE -> "
-        "do_class_ac_error(qp, AETH_NAK_REM_OP_ERR, IB_WC_LOC_QP_OP_ERR) (the receive "
-        "LOC_QP_OP_ERR: quirk rxe.recv_bad_lkey_as_malformed_wqe)",
-        "Local Protection Error: the receive WQE's L_Key is not valid",
-    ),
-    kind=MUST,
-    layer=DRIVER,
-)
-NO_EVENT_ON_COMPLETION_ERROR = Rule(
-    "pair.completion_error.no_event",
-    "an error reported in a completion raises no affiliated async event on the requester",
-    ibta("ch. 11.6.3 Asynchronous events", "errors reported through a CQE are not also events"),
-    kind=MUST,
-    layer=DRIVER,
-)
-
-COMM_EST_ON_FIRST_PACKET = Rule(
-    "pair.comm_est.first_packet",
-    "an RC/UC QP in RTR may raise COMM_EST once, when its first packet arrives (mlx5, hfi1, "
-    "qib do; rxe does not): allowed, never required",
-    Source(
-        "linux drivers/infiniband/sw/rdmavt/qp.c",
-        "rvt_comm_est() called by hfi1_rc_rcv()/hfi1_uc_rcv() (hfi1 rc.c, uc.c) and "
-        "qib_rc_rcv()/qib_uc_rcv() when qp->state == IB_QPS_RTR && !(r_flags & "
-        "RVT_R_COMM_EST); mlx5 qp.c mlx5_ib_handle_qp_event(): MLX5_EVENT_TYPE_COMM_EST",
-        "Communication Established: a message was received on a QP in RTR",
-    ),
-    kind=MAY,
-    layer=DRIVER,
-)
-
-#: The rules declared above, by name: models/catalog.py lists the model's rules from these
-#: (tests/test_model_catalog.py checks that none is left out).
-RULES: tuple[Rule, ...] = (
-    SEND_DELIVERED, WRITE_DELIVERED, RC_RNR_EXHAUSTED, RC_RNR_WAITING, RC_RETRY_EXHAUSTED,
-    UNRELIABLE_DROPPED, RC_BAD_RKEY, UC_BAD_RKEY, BAD_LKEY, NO_EVENT_ON_COMPLETION_ERROR,
-    COMM_EST_ON_FIRST_PACKET, RC_RECV_TOO_SHORT, RC_RECV_BAD_LKEY, UNRELIABLE_RECV_TOO_SHORT,
-)
-
 _COMM_EST_TYPES = frozenset({QPType.RC, QPType.UC})
-
-
-@dataclass(frozen=True)
-class WireStep:
-    """What the wire did to one send: the rule, each side's automatic expectation, and the
-    events that must not follow it (an error reported in a completion is not also an event)."""
-
-    requester: str
-    wr_id: int
-    rule: Rule
-    effects: tuple[tuple[str, Expectation], ...]
-    forbidden: Mapping[str, tuple[EventType, ...]] = field(default_factory=dict)
-    forbidden_rule: Rule = NO_EVENT_ON_COMPLETION_ERROR  # why `forbidden` must not appear
-    #: The bytes it placed in a target MR (a granted RDMA WRITE): (responder, window, data).
-    placed: tuple[tuple[str, access.Window, bytes], ...] = ()
-
-
-@dataclass(frozen=True)
-class WireSettings:
-    """Transport attributes that decide how failed sends end (and how long it takes)."""
-
-    timeout: int = 10  # local ACK timeout exponent: 4.096 us * 2**timeout
-    retry_cnt: int = 1
-    rnr_retry: int = 1
-    min_rnr_timer: int = 1
-    max_rd_atomic: int = 1  # the requester's initiator depth (and the responder's resources)
-
-    def bound(self) -> float:
-        """Seconds within which an automatic error must have been reported (generous)."""
-        ack = 4.096e-6 * (1 << self.timeout)
-        return max(0.5, 4 * ack * (self.retry_cnt + 1) + 0.05 * (self.rnr_retry + 1))
 
 
 class PairModel:
@@ -380,13 +126,13 @@ class PairModel:
     # ----------------------------------------------------------------------------- verbs
     def modify(self, side: str, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
         """modify_qp on one end (commit with apply); the access flags it sets are in force
-        once applied (QPModel.access_flags)."""
+        once applied (ModifyJudge.access_flags)."""
         return self.ends[side].modify(attrs, mask)
 
     def lacks(self, side: str, op: Op) -> bool:
         """Does `side`'s QP, with the access flags in force, lack the remote right `op`
         needs of it as a responder?"""
-        flags = self.ends[side].access_flags
+        flags = self.ends[side].judge.access_flags
         return flags is not None and access.qp_lacks(flags, op)
 
     def judgeable(self, side: str, op: Op) -> bool:
@@ -418,27 +164,17 @@ class PairModel:
             if self.iwarp or op not in foreign_ops(self.qp_type) or fault is not Fault.NONE:
                 raise ValueError(f"{self.qp_type.name} carries no {op.name}")
             return self._post_foreign(side, wr_id, op, signaled)
-        if fault is Fault.BAD_RKEY and (not op.remote or op.consumes_recv):
-            # With immediate data a bad rkey may meet an empty receive queue too: which error
-            # wins is the responder's order of checks (rxe: the receive first, RNR), which
-            # the spec does not fix. The model plants bad rkeys on WRITE and READ only.
-            raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
-        if fault is Fault.MISALIGNED and not op.atomic:
-            raise ValueError("the model misaligns the remote address of an atomic only")
-        if fault.targeted and op not in access.TARGETED_OPS:
-            raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
+        check_plantable(op, fault, inline)
         if fault is Fault.NONE and not self.judgeable(side, op):  # (a fault: never sent)
             raise ValueError("the model posts no RC WRITE with immediate to a QP without "
                              "REMOTE_WRITE (the responder's order of checks decides it)")
-        if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
-            raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
         exp = self.ends[side].post_send(wr_id, signaled)
         if fault is Fault.INLINE_OVER_CAP:
             if exp.outcome is Outcome.REFUSE:  # refused anyway (RESET, INIT, RTR)
                 return exp
-            return self.ends[side].overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
+            return self.ends[side].proposal.overrule(exp, Outcome.REFUSE, INLINE_OVER_CAP)
         if fault is Fault.MISALIGNED and exp.outcome is Outcome.ACCEPT:
-            exp = self.ends[side].overrule(
+            exp = self.ends[side].proposal.overrule(
                 exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
         self.memory.used |= fault.targeted
@@ -457,7 +193,7 @@ class PairModel:
         """What `side`'s READ sink holds once every READ and atomic outstanding now has
         completed: the last one's result, or what it holds now."""
         last = self._sink[side]
-        for wr in self.ends[side].outstanding_sends:
+        for wr in self.ends[side].queues.outstanding_sends:
             op, _ = self._ops.get((side, wr), (Op.SEND, Fault.NONE))
             if op is Op.RDMA_READ or op.atomic:
                 last = sink_label(op)
@@ -486,7 +222,7 @@ class PairModel:
             raise ValueError(f"the model posts {op.name} on {self.qp_type.name} in RTS only")
         exp = self.ends[side].post_send(wr_id, signaled)
         self._ops[(side, wr_id)] = (op, Fault.NONE)
-        return self.ends[side].overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
+        return self.ends[side].proposal.overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
     def post_recv(
         self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False
@@ -511,7 +247,8 @@ class PairModel:
         while the model expected the drop: it chose TOO_LONG_ERROR, and the model follows
         (the receive completes LOC_LEN_ERR, `side` enters ERR, flushing the rest)."""
         qp = self.ends[side]
-        if (side, wr_id) not in self.undecided or not qp.recvs or qp.recvs[0] != wr_id:
+        recvs = qp.queues.recvs
+        if (side, wr_id) not in self.undecided or not recvs or recvs[0] != wr_id:
             raise ValueError(f"no undecided too-long message met receive {wr_id} on {side}")
         self.too_long = TOO_LONG_ERROR
         self.undecided.clear()
@@ -572,9 +309,9 @@ class PairModel:
     def blocked(self) -> list[tuple[str, int]]:
         """Sends started but waiting (RC RNR with infinite retry): (side, wr_id)."""
         return [
-            (side, self.ends[side].in_flight[0])
+            (side, self.ends[side].queues.in_flight[0])
             for side in SIDES
-            if side not in self.gone and self.ends[side].in_flight
+            if side not in self.gone and self.ends[side].queues.in_flight
         ]
 
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
@@ -586,7 +323,7 @@ class PairModel:
         "invalid_request").
         """
         req = self.ends[side]
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         op, fault = self._ops.get((side, wr_id), (Op.SEND, Fault.NONE))
         peer_side = self.peer_of(side)
         peer = self.ends[peer_side]
@@ -625,14 +362,13 @@ class PairModel:
         if peer.receives():
             if peer.srq is not None:
                 return SRQ_RECV_CONSUMED, WCStatus.SUCCESS, "recv"
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and (peer_side, peer.recvs[0]) in self._short:
+            oldest = (peer_side, peer.queues.recvs[0])
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._short:
                 if reliable:
                     return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
                 at_peer = "recv_error" if self.too_long == TOO_LONG_ERROR else "too_long"
                 return UNRELIABLE_RECV_TOO_SHORT, WCStatus.SUCCESS, at_peer
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and (
-                (peer_side, peer.recvs[0]) in self._bad_lkey_recv
-            ):
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._bad_lkey_recv:
                 return RC_RECV_BAD_LKEY, WCStatus.REM_OP_ERR, "recv_prot_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
@@ -643,9 +379,9 @@ class PairModel:
 
     def _resolve_head(self, side: str) -> WireStep | None:
         req = self.ends[side]
-        if side in self.gone or not req.in_flight or req.state not in (S.RTS, S.SQD):
+        if side in self.gone or not req.queues.in_flight or req.state not in (S.RTS, S.SQD):
             return None
-        wr_id = req.in_flight[0]
+        wr_id = req.queues.in_flight[0]
         rule, status, at_peer = self.decide(side)
         if status is None:
             return None
@@ -676,7 +412,7 @@ class PairModel:
             effects.append((peer_side, may_raise(got) if rule is UNRELIABLE_RECV_TOO_SHORT
                             else got))
         if at_peer == "too_long":  # dropped (so far: the device may yet show otherwise)
-            met = (peer_side, peer.recvs[0])
+            met = (peer_side, peer.queues.recvs[0])
             (self.undecided if self.too_long is None else self.met_dropped).add(met)
         if at_peer == "recv_prot_error":
             effects.append((peer_side, peer.recv_completed(WCStatus.LOC_PROT_ERR)))
@@ -686,7 +422,7 @@ class PairModel:
             sent = either_status(sent, access.QP_RIGHTS_STATUSES, access.RC_QP_RIGHTS)
         effects.append((side, checking(sent)))
         if status != WCStatus.SUCCESS:
-            forbidden[side] = _ERROR_EVENTS
+            forbidden[side] = ERROR_EVENTS
         if at_peer == "access_error":
             effects.append((peer_side, self.ends[peer_side].async_error(EventType.QP_ACCESS_ERR)))
         if at_peer == "invalid_request":
@@ -741,18 +477,15 @@ class PairModel:
         the model follows: drain over, those sends held until the SQ resumes. Returns them.
         """
         qp = self.ends[side]
-        held = qp.in_flight
-        for w in qp.sends:
-            w.started = False
+        held = qp.queues.in_flight
+        qp.queues.hold(held)
         qp.draining = False
         return held
 
     def hold(self, side: str, wr_ids: list[int]) -> None:
         """The device did not start these sends (a known quirk): they wait in the SQ,
         posted but not handed to the transport, until `doorbell` starts them."""
-        for w in self.ends[side].sends:
-            if w.wr_id in wr_ids:
-                w.started = False
+        self.ends[side].queues.hold(wr_ids)
 
     def doorbell(self, side: str) -> list[int]:
         """A post_send's doorbell on a QP in RTS starts every send still waiting in its SQ
@@ -760,55 +493,4 @@ class PairModel:
         qp = self.ends[side]
         if qp.state != S.RTS:
             return []
-        waiting = [w for w in qp.sends if not w.started]
-        for w in waiting:
-            w.started = True
-        return [w.wr_id for w in waiting]
-
-
-def checking(exp: Expectation) -> Expectation:
-    """A wire step's expectation `exp`, naming the rules its completions (or their absence)
-    also check: a successful completion's opcode and immediate data, an unsignaled WR's
-    silence."""
-    extra: tuple[Rule, ...] = ()
-    if any(c.opcode is not None and c.status == WCStatus.SUCCESS for c in exp.completions):
-        extra += (COMPLETION_OPCODE,)
-    if exp.silent:
-        extra += (UNSIGNALED_SILENT,)
-    return replace(exp, checked=exp.checked + extra) if extra else exp
-
-
-def either_status(exp: Expectation, statuses: tuple[WCStatus, ...], rule: Rule) -> Expectation:
-    """The requester's expectation whose first completion (the refused WR's) may carry any
-    of `statuses`, as the "may" `rule` allows (the first is the one it names)."""
-    if not exp.completions:
-        return exp
-    first, *rest = exp.completions
-    others = frozenset(statuses) - {first.status}
-    return replace(exp, completions=(replace(first, statuses=(others, rule)), *rest))
-
-
-def may_raise(exp: Expectation) -> Expectation:
-    """A responder's error outcome whose affiliated error event is the driver's: any one of
-    them may come with it, once, or none (UNRELIABLE_RECV_TOO_SHORT: irdma raises QP_FATAL
-    with its LOC_LEN_ERR flush, rxe and hns none)."""
-    return replace(exp, allowed_events=(*exp.allowed_events, *_ERROR_EVENTS))
-
-
-def guarded(exp: Expectation, fault: Fault, placed: tuple[object, ...]) -> Expectation:
-    """The requester's expectation of a WR naming a target MR, naming the rules the guard
-    bands check after it (qpconform/engine/memory.py): no stray byte; its bytes placed."""
-    if not fault.targeted:
-        return exp
-    extra = (access.GUARD, access.WRITE_PLACED) if placed else (access.GUARD,)
-    return replace(exp, checked=(*exp.checked, *extra))
-
-
-def with_data(exp: Expectation, data: str | None, rule: Rule = FENCE_AFTER_READS) -> Expectation:
-    """A receive's expectation whose (first) completion must hold `data` (the label the
-    adapter gives the bytes received; None: not compared), as `rule` says."""
-    if data is None or not exp.completions:
-        return exp
-    first, *rest = exp.completions
-    return replace(exp, completions=(replace(first, data=data, data_rule=rule), *rest),
-                   checked=(*exp.checked, rule))
+        return qp.queues.start_waiting()

@@ -7,25 +7,28 @@ nothing" and lets the harness follow a device through an accepted (quirked)
 divergence. Automatic events (transport errors, completions) are facts and
 take effect at once.
 
-How a modify is judged (the checks in Linux's order, the table, the transition) is
-models/qp_modify.py's `QPModify`, which QPModel mixes in; this module holds the verbs, the
-automatic events and the bookkeeping of WRs.
+A QPModel is made of parts with one job each: `queues` (models/work_queues.py) books its
+WRs, `judge` (models/qp_modify.py) decides a modify and keeps the access flags it set,
+`stored` (models/readback.py) is what query_qp must report; this module holds the verbs,
+the automatic events, and `proposal` (models/proposal.py) keeps each verb's expectation
+and effect until `apply`.
 
 Under a connection-managed variant (`iwarp`, models/variant.py) modify and the posts follow
-an iWARP RNIC's rules instead (`_modify_iwarp`, `_post_iwarp`): RESET, INIT and RTR are all
+an iWARP RNIC's rules instead (`ModifyJudge`, `_post_iwarp`): RESET, INIT and RTR are all
 IDLE (WRs stay queued across them), RTS is reached only through the connection
 manager, IB-only attributes are left to the driver, nothing is read back but the
 state, and where the iWARP drivers differ the expectation is "either".
 """
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 
-from models import outside_mask, rules
+from models import rules
 from models.attributes import DeviceCaps
 from models.enums import QP_ERROR_EVENTS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
-from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.qp_modify import QPModify
+from models.outcomes import Expectation, ExpectedCompletion, Outcome, expect
+from models.proposal import Effect, Proposal
+from models.qp_modify import ModifyJudge, drain_events
 from models.readback import Stored
 from models.sources import Rule
 from models.srq import (
@@ -41,20 +44,14 @@ from models.srq import (
 from models.table import TransitionTable
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
+from models.work_queues import SendWR, WorkQueues
 
 S = QPState
 _SQE_TYPES = frozenset({QPType.UD, QPType.UC})
 _NO_RQ_TYPES = frozenset({QPType.XRC_SEND, QPType.XRC_RECV})
 
 
-@dataclass
-class _SendWR:
-    wr_id: int
-    started: bool  # False while held in SQD: posted but not yet handed to the transport
-    signaled: bool = True  # False: no completion unless it ends in error
-
-
-class QPModel(QPModify):
+class QPModel:
     """Expected behaviour of one QP of a given type under a table variant."""
 
     def __init__(
@@ -69,21 +66,15 @@ class QPModel(QPModify):
         self.caps = caps or DeviceCaps()
         self.srq = srq  # its receives come from this SRQ (models/srq.py); None: its own RQ
         self.state = S.RESET
-        self.sends: list[_SendWR] = []
-        self.recvs: list[int] = []
-        self.never_run: set[int] = set()
+        self.queues = WorkQueues()
         self.notify_requested = False
         self.draining = False
         self.destroyed = False
         self.port: int | None = None  # the port bound by RESET->INIT (uverbs checks AV against it)
         self.awaiting_first_packet = False  # in RTR, nothing received yet (COMM_EST may come)
         self.stored = Stored()  # the attributes query_qp must report (models/readback.py)
-        self._modify_mask = Attr(0)  # the mask of the last modify proposed
-        self._modify_flags: int | None = None  # its qp_access_flags, when the mask has them
-        #: The qp_access_flags in force, as the last accepted modify with IBV_QP_ACCESS_FLAGS
-        #: set them (None: none since RESET; nothing is judged by them: models/access.py).
-        self.access_flags: int | None = None
-        self._proposed: tuple[Expectation, Callable[[], None] | None, int | None] | None = None
+        self.judge = ModifyJudge(self)
+        self.proposal = Proposal()  # the verb proposed, until `apply`
 
     # ----------------------------------------------------------------- queries of the model
     @property
@@ -91,28 +82,16 @@ class QPModel(QPModify):
         """The variant's transition table."""
         return self.variant.table
 
-    @property
-    def outstanding_sends(self) -> list[int]:
-        """Send WRs posted and not yet completed, in posting order."""
-        return [w.wr_id for w in self.sends]
-
-    @property
-    def in_flight(self) -> list[int]:
-        """Send WRs handed to the transport and not yet completed."""
-        return [w.wr_id for w in self.sends if w.started]
-
     def receives(self) -> list[int]:
         """The receives an incoming message may take, oldest first: the SRQ's, or the
         QP's own."""
-        return self.srq.recvs if self.srq is not None else self.recvs
+        return self.srq.recvs if self.srq is not None else self.queues.recvs
 
     def snapshot(self) -> tuple:
         """Everything a verb may change, for 'a refused verb changes nothing' checks."""
         return (
             self.state,
-            tuple((w.wr_id, w.started) for w in self.sends),
-            tuple(self.recvs),
-            frozenset(self.never_run),
+            *self.queues.snapshot(),
             self.notify_requested,
             self.draining,
             self.destroyed,
@@ -123,30 +102,14 @@ class QPModel(QPModify):
     # ----------------------------------------------------------------------------- verbs
     def modify(self, attrs: Mapping[str, int], mask: Attr | int) -> Expectation:
         """modify_qp(attr, mask): accepted or refused, and what follows."""
-        mask = Attr(int(mask))
-        self._modify_mask = mask
-        self._modify_flags = (int(attrs["qp_access_flags"]) if Attr.ACCESS_FLAGS in mask
-                              and "qp_access_flags" in attrs else None)
-        # what query_qp is compared with after it (iwarp: the state only)
-        checked: list[Rule] = (
-            self.stored.rules(mask, attrs) if self.variant.reads_back_attributes else []
-        )
-        if not Attr.STATE & mask:  # qp_state left out: the outcome must not read it
-            checked.append(outside_mask.OUTSIDE_MASK)
-        refuse = self._refuser(attrs, mask, checked)
-        refusal = self._abi_refusal(attrs, mask, checked)
-        if refusal is not None:
-            return refuse(*refusal)
-        if self.variant.connection_managed:
-            return self._modify_iwarp(attrs, mask, checked, refuse)
-        return self._modify_ib(attrs, mask, checked, refuse)
+        return self._propose(*self.judge.verdict(attrs, mask))
 
     def query(self) -> Expectation:
         """query_qp: always accepted, reports the current state (under one of the names
         `reported()` allows)."""
         rule = self.variant.query_rule
         return self._propose(
-            self._exp(
+            expect(
                 "query", Outcome.ACCEPT, rule, self.state, checked=[rule, *self.stored.rules()]
             ),
             None,
@@ -165,15 +128,15 @@ class QPModel(QPModify):
         if self.variant.connection_managed:
             return self._post_iwarp("send", wr_id, signaled)
         if self.qp_type == QPType.XRC_RECV:  # no send queue at all: any errno
-            exp = self._exp("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
+            exp = expect("post_send", Outcome.REFUSE, rules.XRC_RECV_NO_SQ, st)
             return self._propose_post(exp, wr_id)
         if st in (S.RESET, S.INIT, S.RTR):
             rule = rules.post_rule("send", st.name, False, "refused, the WR must never run")
-            return self._propose_post(self._exp("post_send", Outcome.REFUSE, rule, st), wr_id)
+            return self._propose_post(expect("post_send", Outcome.REFUSE, rule, st), wr_id)
         if st in (S.SQE, S.ERR):
             rule = rules.post_rule("send", st.name, True, "accepted and completed with flush error")
             flush = (ExpectedCompletion(wr_id, "send", WCStatus.WR_FLUSH_ERR, signaled=signaled),)
-            exp = self._exp("post_send", Outcome.ACCEPT, rule, st, completions=flush)
+            exp = expect("post_send", Outcome.ACCEPT, rule, st, completions=flush)
             return self._propose(exp, None, wr_id)
         started = st == S.RTS
         rule = (
@@ -181,39 +144,39 @@ class QPModel(QPModify):
             if started
             else rules.SQD_HOLDS_NEW_SENDS
         )
-        exp = self._exp("post_send", Outcome.ACCEPT, rule, st)
+        exp = expect("post_send", Outcome.ACCEPT, rule, st)
         return self._propose(
-            exp, lambda: self.sends.append(_SendWR(wr_id, started, signaled)), wr_id
+            exp, lambda: self.queues.sends.append(SendWR(wr_id, started, signaled)), wr_id
         )
 
     def post_recv(self, wr_id: int) -> Expectation:
         """post_recv of one WR."""
         st = self.state
         if self.srq is not None:  # no receive queue of its own: any errno
-            return self._propose_post(self._exp("post_recv", Outcome.REFUSE, SRQ_QP_POST_RECV, st),
+            return self._propose_post(expect("post_recv", Outcome.REFUSE, SRQ_QP_POST_RECV, st),
                                       wr_id)
         if self.variant.connection_managed:
             return self._post_iwarp("recv", wr_id)
         if self.qp_type in _NO_RQ_TYPES:  # no receive queue at all: any errno
-            exp = self._exp("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
+            exp = expect("post_recv", Outcome.REFUSE, rules.XRC_NO_RQ, st)
             return self._propose_post(exp, wr_id)
         if st == S.RESET:
             rule = rules.post_rule("recv", st.name, False, "refused, the WR must never run")
-            return self._propose_post(self._exp("post_recv", Outcome.REFUSE, rule, st), wr_id)
+            return self._propose_post(expect("post_recv", Outcome.REFUSE, rule, st), wr_id)
         if st == S.ERR:
             rule = rules.post_rule("recv", st.name, True, "accepted and completed with flush error")
             flush = (ExpectedCompletion(wr_id, "recv", WCStatus.WR_FLUSH_ERR),)
             return self._propose(
-                self._exp("post_recv", Outcome.ACCEPT, rule, st, completions=flush), None, wr_id
+                expect("post_recv", Outcome.ACCEPT, rule, st, completions=flush), None, wr_id
             )
         rule = rules.post_rule("recv", st.name, True, "accepted and queued")
-        exp = self._exp("post_recv", Outcome.ACCEPT, rule, st)
-        return self._propose(exp, lambda: self.recvs.append(wr_id), wr_id)
+        exp = expect("post_recv", Outcome.ACCEPT, rule, st)
+        return self._propose(exp, lambda: self.queues.recvs.append(wr_id), wr_id)
 
     def post_srq_recv(self, wr_id: int) -> Expectation:
         """post_srq_recv of one WR to this QP's SRQ: accepted in any state of the QP."""
         srq = self._own_srq()
-        exp = self._exp("post_srq_recv", Outcome.ACCEPT, SRQ_POST_RECV, self.state)
+        exp = expect("post_srq_recv", Outcome.ACCEPT, SRQ_POST_RECV, self.state)
         return self._propose(exp, lambda: srq.recvs.append(wr_id), wr_id)
 
     def arm_srq(self, limit: int) -> Expectation:
@@ -224,7 +187,7 @@ class QPModel(QPModify):
         def effect() -> None:
             srq.limit = limit
 
-        return self._propose(self._exp("modify_srq", Outcome.ACCEPT, SRQ_ARM, self.state), effect)
+        return self._propose(expect("modify_srq", Outcome.ACCEPT, SRQ_ARM, self.state), effect)
 
     def _own_srq(self) -> SRQModel:
         if self.srq is None:
@@ -234,13 +197,13 @@ class QPModel(QPModify):
     def destroy(self) -> Expectation:
         """destroy_qp: accepted; outstanding WRs are discarded and never run (an SRQ's
         too: the harness' SRQ serves one QP and is destroyed with it)."""
-        gone = frozenset(self.outstanding_sends) | frozenset(self.recvs)
+        gone = frozenset(self.queues.outstanding_sends) | frozenset(self.queues.recvs)
         if self.srq is not None:
             gone |= frozenset(self.srq.recvs)
-        exp = self._exp("destroy", Outcome.ACCEPT, rules.DESTROY, self.state, never_run=gone)
+        exp = expect("destroy", Outcome.ACCEPT, rules.DESTROY, self.state, never_run=gone)
 
         def effect() -> None:
-            self._discard_all()
+            self.queues.discard_all()
             if self.srq is not None:
                 self.srq.recvs.clear()
             self.destroyed = True
@@ -249,50 +212,19 @@ class QPModel(QPModify):
 
     def apply(self, exp: Expectation, accepted: bool) -> None:
         """Record what the device did with the last proposed verb (follows the device)."""
-        if self._proposed is None or self._proposed[0] is not exp:
-            raise RuntimeError("apply() must follow the verb that produced this expectation")
-        _, effect, wr_id = self._proposed
-        self._proposed = None
+        effect, wr_id = self.proposal.take(exp)
         if accepted:
             if exp.outcome is Outcome.REFUSE:  # a divergence the run goes on with (a quirk)
-                self._follow_refused_accept(exp)
+                if exp.verb == "modify":
+                    self.judge.follow_refused(exp)
             elif effect is not None:
                 effect()
             if exp.verb == "modify":
-                self._take_flags()
+                self.judge.take_flags()
         elif exp.verb.startswith("post_"):
-            self.never_run.update(exp.never_run)
+            self.queues.never_run.update(exp.never_run)
             if wr_id is not None:  # whoever refused it, a refused WR must never run
-                self.never_run.add(wr_id)
-
-    def _take_flags(self) -> None:
-        """An accepted modify: the access flags it set are in force (RESET: none)."""
-        if self._modify_flags is not None:
-            self.access_flags = self._modify_flags
-        if self.state == S.RESET:
-            self.access_flags = None
-
-    def overrule(
-        self, exp: Expectation, outcome: Outcome, rule: Rule,
-        errnos: frozenset[int] | None = None,
-    ) -> Expectation:
-        """The post just proposed, judged instead by a rule that knows the WR, not only the
-        QP (models/pair.py: an inline WR beyond max_inline_data, an operation the QP type
-        lacks): `outcome` under `rule`. Accepted, it does what the QP alone said; refused,
-        it never runs (apply)."""
-        if self._proposed is None or self._proposed[0] is not exp or exp.outcome is not (
-            Outcome.ACCEPT
-        ):
-            raise RuntimeError("overrule() takes the accepted post that was just proposed")
-        _, effect, wr_id = self._proposed
-        refused = outcome is Outcome.REFUSE
-        judged = replace(
-            exp, outcome=outcome, rule=rule, checked=(rule,), errnos=errnos,
-            completions=() if refused else exp.completions,
-            never_run=frozenset({wr_id}) if refused and wr_id is not None else frozenset(),
-        )
-        self._proposed = (judged, effect, wr_id)
-        return judged
+                self.queues.never_run.add(wr_id)
 
     # ------------------------------------------------------------------- automatic events
     def send_completed(
@@ -300,15 +232,15 @@ class QPModel(QPModify):
     ) -> Expectation:
         """The oldest in-flight send WR completed on the wire with `status` (and, when
         given, the `opcode` its completion must name). An unsignaled success is silent."""
-        if not self.in_flight:
+        if not self.queues.in_flight:
             raise RuntimeError("no send WR is in flight")
-        head = next(w for w in self.sends if w.started)
+        head = next(w for w in self.queues.sends if w.started)
         before = self.state
         if status == WCStatus.SUCCESS:
-            self.sends.remove(head)
+            self.queues.sends.remove(head)
             done = (ExpectedCompletion(head.wr_id, "send", WCStatus.SUCCESS, opcode),)
             events, forbidden = self._drain_progress()
-            exp = self._exp(
+            exp = expect(
                 "send_completion",
                 Outcome.ACCEPT,
                 rules.SEND_DONE,
@@ -321,11 +253,11 @@ class QPModel(QPModify):
                 return exp
             return replace(exp, silent=frozenset({head.wr_id}))
         first = (ExpectedCompletion(head.wr_id, "send", WCStatus(status), signaled=head.signaled),)
-        self.sends.remove(head)
+        self.queues.sends.remove(head)
         if self.qp_type in _SQE_TYPES:
-            flushed = self._flush_sends()
-            self._enter(S.SQE)
-            return self._exp(
+            flushed = self.queues.flush_sends()
+            self.enter(S.SQE)
+            return expect(
                 "send_completion",
                 Outcome.ACCEPT,
                 rules.SQE_ON_SEND_ERROR,
@@ -333,10 +265,10 @@ class QPModel(QPModify):
                 completions=first + flushed,
                 forbidden_events=(EventType.SQ_DRAINED,),
             )
-        flushed = self._flush_all()
+        flushed = self.queues.flush_all()
         events = self.err_events(before)
-        self._enter(S.ERR)
-        return self._exp(
+        self.enter(S.ERR)
+        return expect(
             "send_completion",
             Outcome.ACCEPT,
             rules.ERR_ON_SEND_ERROR,
@@ -361,19 +293,19 @@ class QPModel(QPModify):
         if self.srq is not None:
             wr_id, limit = self.srq.take()
         else:
-            wr_id = self.recvs.pop(0)
+            wr_id = self.queues.recvs.pop(0)
         before = self.state
         done = (ExpectedCompletion(wr_id, "recv", WCStatus(status), opcode, imm_data),)
         if status == WCStatus.SUCCESS:
             rule = rules.RECV_DONE if self.srq is None else SRQ_RECV_CONSUMED
-            return self._exp(
+            return expect(
                 "recv_completion", Outcome.ACCEPT, rule, before, completions=done, events=limit,
                 checked=[rule, SRQ_LIMIT_REACHED] if limit else None,
             )
-        flushed = self._flush_all()
+        flushed = self.queues.flush_all()
         events = (*limit, *self.err_events(before))
-        self._enter(S.ERR)
-        return self._exp(
+        self.enter(S.ERR)
+        return expect(
             "recv_completion",
             Outcome.ACCEPT,
             rules.ERR_ON_RECV_ERROR,
@@ -406,10 +338,10 @@ class QPModel(QPModify):
         """The device moved the QP to ERR on its own: every WR flushed, `events` due (with
         what entering ERR raises), `allowed` ones may come."""
         before = self.state
-        flushed = self._flush_all()
+        flushed = self.queues.flush_all()
         due = (*events, *self.err_events(before))
-        self._enter(S.ERR)
-        exp = self._exp(
+        self.enter(S.ERR)
+        exp = expect(
             "async_error",
             Outcome.ACCEPT,
             rules.ERR_ON_ASYNC_ERROR,
@@ -427,7 +359,7 @@ class QPModel(QPModify):
         st, verb = self.state, f"post_{queue}"
         if self.qp_type not in self.variant.qp_types:  # no such QP: any errno
             return self._propose_post(
-                self._exp(verb, Outcome.REFUSE, rules.IWARP_RC_ONLY, st), wr_id
+                expect(verb, Outcome.REFUSE, rules.IWARP_RC_ONLY, st), wr_id
             )
         if st == S.RTS or (queue == "recv" and st in (S.RESET, S.INIT, S.RTR)):
             rule = (
@@ -439,19 +371,19 @@ class QPModel(QPModify):
 
             def effect() -> None:
                 if started:
-                    self.sends.append(_SendWR(wr_id, True, signaled))
+                    self.queues.sends.append(SendWR(wr_id, True, signaled))
                 else:
-                    self.recvs.append(wr_id)
+                    self.queues.recvs.append(wr_id)
 
-            return self._propose(self._exp(verb, Outcome.ACCEPT, rule, st), effect, wr_id)
+            return self._propose(expect(verb, Outcome.ACCEPT, rule, st), effect, wr_id)
         if queue == "send" and st in (S.RESET, S.INIT, S.RTR):
-            exp = self._exp(verb, Outcome.EITHER, rules.IWARP_SEND_IDLE[st.name], st)
+            exp = expect(verb, Outcome.EITHER, rules.IWARP_SEND_IDLE[st.name], st)
             return self._propose(
-                exp, lambda: self.sends.append(_SendWR(wr_id, False, signaled)), wr_id
+                exp, lambda: self.queues.sends.append(SendWR(wr_id, False, signaled)), wr_id
             )
         closed = rules.IWARP_SEND_CLOSED if queue == "send" else rules.IWARP_RECV_CLOSED
         flush = (ExpectedCompletion(wr_id, queue, WCStatus.WR_FLUSH_ERR, signaled=signaled),)
-        exp = self._exp(verb, Outcome.EITHER, closed[st.name], st, completions=flush)
+        exp = expect(verb, Outcome.EITHER, closed[st.name], st, completions=flush)
         return self._propose(exp, None, wr_id)
 
     # ------------------------------------------------------------------------- internals
@@ -470,48 +402,14 @@ class QPModel(QPModify):
 
     def _drain_progress(self) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
         """After a send completed: has an SQD drain just ended?"""
-        if self.state == S.SQD and self.draining and not self.in_flight:
+        if self.state == S.SQD and self.draining and not self.queues.in_flight:
             self.draining = False
-            return self._drain_events(self.notify_requested)
+            return drain_events(self.notify_requested)
         return (), ()
 
-    @staticmethod
-    def _drain_events(notify: bool) -> tuple[tuple[EventType, ...], tuple[EventType, ...]]:
-        if notify:
-            return (EventType.SQ_DRAINED,), QP_ERROR_EVENTS
-        return (), (*QP_ERROR_EVENTS, EventType.SQ_DRAINED)
-
-    def _flushes(self) -> tuple[ExpectedCompletion, ...]:
-        """Flush completions of everything outstanding, sends then receives, each in order."""
-        return self._send_flushes() + tuple(
-            ExpectedCompletion(w, "recv", WCStatus.WR_FLUSH_ERR) for w in self.recvs
-        )
-
-    def _send_flushes(self) -> tuple[ExpectedCompletion, ...]:
-        """Every outstanding send completes with flush error, signaled or not."""
-        return tuple(
-            ExpectedCompletion(w.wr_id, "send", WCStatus.WR_FLUSH_ERR, signaled=w.signaled)
-            for w in self.sends
-        )
-
-    def _flush_sends(self) -> tuple[ExpectedCompletion, ...]:
-        done = self._send_flushes()
-        self.sends.clear()
-        return done
-
-    def _flush_all(self) -> tuple[ExpectedCompletion, ...]:
-        done = self._flushes()
-        self.sends.clear()
-        self.recvs.clear()
-        return done
-
-    def _discard_all(self) -> None:
-        self.never_run.update(self.outstanding_sends)
-        self.never_run.update(self.recvs)
-        self.sends.clear()
-        self.recvs.clear()
-
-    def _enter(self, state: QPState) -> None:
+    def enter(self, state: QPState) -> None:
+        """The QP is now in `state`: a new RTR awaits its first packet; out of SQD no drain
+        runs."""
         if state != self.state:
             self.awaiting_first_packet = state == S.RTR
         self.state = state
@@ -528,57 +426,19 @@ class QPModel(QPModify):
         """
         flushed: tuple[ExpectedCompletion, ...] = ()
         if state == S.ERR and self.state != S.ERR:
-            flushed = self._flush_all()
+            flushed = self.queues.flush_all()
         if state == S.RESET:
             self.stored.forget()
-        self._enter(state)
+        self.enter(state)
         return flushed
 
-    def _follow_refused_accept(self, exp: Expectation) -> None:
-        """The device accepted what the model refused: follow it to the requested state."""
-        if exp.verb != "modify":
-            return
-        self.stored.forget(None if exp.state_if_accepted == S.RESET else self._modify_mask)
-        if exp.state_if_accepted != self.state:
-            self._enter(exp.state_if_accepted)
-
-    def _propose(
-        self, exp: Expectation, effect: Callable[[], None] | None, wr_id: int | None = None
-    ) -> Expectation:
+    def _propose(self, exp: Expectation, effect: Effect, wr_id: int | None = None) -> Expectation:
+        """Hold `exp` until `apply`: a destroyed QP has no verb left to model."""
         if self.destroyed:
             raise RuntimeError("the QP was destroyed: no verb can be modelled on it")
-        self._proposed = (exp, effect, wr_id)
-        return exp
+        return self.proposal.hold(exp, effect, wr_id)
 
     def _propose_post(self, exp: Expectation, wr_id: int) -> Expectation:
+        """Hold a refused post: its WR must never run."""
         exp = Expectation(**{**exp.__dict__, "never_run": frozenset({wr_id})})
         return self._propose(exp, None, wr_id)
-
-    def _exp(
-        self,
-        verb: str,
-        outcome: Outcome,
-        rule: Rule,
-        before: QPState,
-        after: QPState | None = None,
-        *,
-        errnos: frozenset[int] | None = None,
-        completions: tuple[ExpectedCompletion, ...] = (),
-        events: tuple[EventType, ...] = (),
-        forbidden_events: tuple[EventType, ...] = (),
-        never_run: frozenset[int] = frozenset(),
-        checked: list[Rule] | None = None,
-    ) -> Expectation:
-        return Expectation(
-            verb=verb,
-            outcome=outcome,
-            rule=rule,
-            state_before=before,
-            state_if_accepted=before if after is None else after,
-            errnos=errnos,
-            completions=completions,
-            events=events,
-            forbidden_events=forbidden_events,
-            never_run=never_run,
-            checked=tuple(checked or (rule,)),
-        )

@@ -44,8 +44,8 @@ class Variant:
     enforces_linux_abi: bool
     #: An iWARP RNIC: RESET, INIT and RTR are one IDLE state, RTS is entered only through
     #: the iWARP connection manager (rdma_cm), never by a modify, and the posts and modifies
-    #: follow the RDMAC verbs (QPModel._modify_iwarp, _post_iwarp; the pair is connected by
-    #: rdma_cm and modelled by models/iwarp_pair.py).
+    #: follow the RDMAC verbs (ModifyJudge._modify_iwarp, QPModel._post_iwarp; the pair is
+    #: connected by rdma_cm and modelled by models/iwarp_pair.py).
     connection_managed: bool
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ goes to reports/out/divergences.json and the run record.
 import pytest
 
 from models.enums import QPState, QPType
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.engine.connect import HOLD
 
 S = QPState

@@ -17,7 +17,8 @@ widened again, they let it through. Not on iWARP yet.
 import pytest
 
 from models.enums import AccessFlag, Attr, QPState, QPType
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 
 REFUSED = [Fault.NO_RIGHT, Fault.PAST_END, Fault.OTHER_PD]
 GRANTED = [Fault.GRANTED, Fault.AT_END]

@@ -14,7 +14,7 @@ import pytest
 
 from models.enums import QPState, QPType
 from models.operations import OPS_BY_TYPE, Op, foreign_ops
-from models.pair import Fault
+from models.wire import Fault
 from qpconform.engine import unused_wr
 from qpconform.engine.connect import HOLD
 

@@ -10,7 +10,7 @@ import pytest
 
 from models.enums import QPState, QPType
 from models.operations import Op
-from models.pair import Fault
+from models.wire import Fault
 
 S = QPState
 ALL = [QPType.RC, QPType.UC, QPType.UD]

@@ -29,9 +29,10 @@ from dataclasses import replace
 from typing import ClassVar
 
 from models import uverbs
-from models.attributes import DeviceCaps, broken_value_rules
+from models.attributes import DeviceCaps
 from models.enums import MTU, STANDARD_BITS, AccessFlag, Attr, EventType, QPState, QPType
 from models.outcomes import Expectation, Outcome
+from models.qp_modify import broken_value_rules
 from models.sources import CORE, UVERBS
 from models.variant import LINUX
 from qpconform.engine.device import AttrValues

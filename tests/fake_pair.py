@@ -20,22 +20,19 @@ from hypothesis.stateful import RuleBasedStateMachine
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from models.iwarp_pair import LLP_CLOSED, NO_RECEIVE, IwarpPairModel
-from models.operations import MESSAGE_LEN, SINK_PAYLOAD, SINK_STALE, WC_WITH_IMM
+from models.operations import MESSAGE_LEN, SINK_PAYLOAD, SINK_STALE, WC_WITH_IMM, Op
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import (
+from models.pair import PairModel
+from models.pair_rules import (
     BAD_LKEY,
     RC_RETRY_EXHAUSTED,
     TOO_LONG_DROPPED,
     TOO_LONG_ERROR,
     UNRELIABLE_RECV_TOO_SHORT,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
 )
 from models.qp import QPModel
 from models.variant import LINUX
+from models.wire import Fault, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
 from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
 from qpconform.engine.judge import DivergenceError
@@ -259,8 +256,8 @@ class FakeEnd:
         """Accept or refuse as the model says; effects happen at once."""
         model = self.pair.model
         qp = model.qp(self.side)
-        before_sends, before_recvs = qp.outstanding_sends, list(qp.recvs)
-        held = set(before_sends) - set(qp.in_flight)
+        before_sends, before_recvs = qp.queues.outstanding_sends, list(qp.queues.recvs)
+        held = set(before_sends) - set(qp.queues.in_flight)
         notify = Attr.EN_SQD_ASYNC_NOTIFY in mask and bool(attrs.get("en_sqd_async_notify"))
         was = qp.state
         if self.pair.fault == "qp_rights_ignored" and Attr.ACCESS_FLAGS in mask:
@@ -325,7 +322,7 @@ class FakeEnd:
             return
         if fault == "flush_touches_bystander" and now == QPState.ERR != was:
             flush = WCStatus.WR_FLUSH_ERR
-            self.cq += [Completion(w, "recv", flush, by.qp_num) for w in by.model.recvs]
+            self.cq += [Completion(w, "recv", flush, by.qp_num) for w in by.model.queues.recvs]
         if now == QPState.RESET:
             gone = {"reset_cleans_bystander": by.qp_num, "reset_cleans_own": self.qp_num}
             if fault in gone:

@@ -10,7 +10,8 @@ import pytest
 
 from models import access
 from models.enums import AccessFlag
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.adapters.pyverbs_pair import PyverbsEnd
 from qpconform.adapters.resources import ResourceStack
 

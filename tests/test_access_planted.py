@@ -9,7 +9,8 @@ import pytest
 from models import access
 from models.enums import EventType, QPState, QPType, WCStatus
 from models.iwarp_pair import WRITE_REFUSED
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import iwarp_machine_for, machine_for
 from tests.fake_pair import (
@@ -50,7 +51,7 @@ def test_uc_refused_write_is_dropped(fault: Fault) -> None:
     (step,) = m.progress()
     assert step.rule is access.UC_REFUSED
     assert [s for s, _ in step.effects] == ["a"]  # nothing at the responder
-    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").recvs == [9]
+    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").queues.recvs == [9]
 
 
 @pytest.mark.parametrize("fault", [Fault.GRANTED, Fault.AT_END], ids=str)

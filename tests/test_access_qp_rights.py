@@ -10,7 +10,9 @@ import pytest
 
 from models import access
 from models.enums import AccessFlag, Attr, QPState, QPType, WCStatus
-from models.pair import Fault, Op, PairModel
+from models.operations import Op
+from models.pair import PairModel
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
@@ -79,14 +81,14 @@ def test_flags_set_by_rtr_to_rts_and_forgotten_by_reset() -> None:
         for side in ("a", "b"):
             m.apply(side, m.modify(side, {"qp_state": int(state)}, Attr.STATE), True)
     _set(m, "b", int(F.LOCAL_WRITE | F.REMOTE_READ))  # RTR->RTS
-    assert m.qp("b").access_flags == int(F.LOCAL_WRITE | F.REMOTE_READ)
+    assert m.qp("b").judge.access_flags == int(F.LOCAL_WRITE | F.REMOTE_READ)
     assert m.lacks("b", Op.RDMA_WRITE) and not m.lacks("b", Op.RDMA_READ)
     assert not m.lacks("b", Op.SEND)
     refused = m.modify("b", {"qp_state": int(S.RTS), "qp_access_flags": ALL}, Attr.STATE)
     m.apply("b", refused, True)  # the mask leaves the flags out: they stay
     assert m.lacks("b", Op.RDMA_WRITE)
     m.apply("b", m.modify("b", {"qp_state": int(S.RESET)}, Attr.STATE), True)
-    assert m.qp("b").access_flags is None and not m.lacks("b", Op.RDMA_WRITE)
+    assert m.qp("b").judge.access_flags is None and not m.lacks("b", Op.RDMA_WRITE)
 
 
 @pytest.mark.parametrize("op", [Op.RDMA_WRITE, Op.WRITE_WITH_IMM], ids=str)
@@ -98,7 +100,7 @@ def test_uc_write_the_qp_does_not_enable_is_dropped(op: Op) -> None:
     (step,) = m.progress()
     assert step.rule is access.UC_QP_RIGHTS
     assert [s for s, _ in step.effects] == ["a"]  # nothing at the responder
-    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").recvs == [9]
+    assert m.qp("a").state == m.qp("b").state == S.RTS and m.qp("b").queues.recvs == [9]
 
 
 def test_rc_write_with_immediate_to_a_qp_without_remote_write_is_not_judged() -> None:

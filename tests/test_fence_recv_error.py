@@ -22,7 +22,8 @@ from models.operations import (
     SINK_STALE,
     Op,
 )
-from models.pair import RC_RECV_TOO_SHORT, PairModel
+from models.pair import PairModel
+from models.pair_rules import RC_RECV_TOO_SHORT
 from qpconform.adapters import pyverbs_pair
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness

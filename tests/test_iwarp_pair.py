@@ -13,7 +13,8 @@ from models.iwarp_pair import (
     SEND_DELIVERED,
     IwarpPairModel,
 )
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from tests.example_counts import PLANTED_RUN, examples

@@ -17,8 +17,8 @@ from models import (
     access,
     catalog,
     iwarp_pair,
-    pair,
     pair_checks,
+    pair_rules,
     readback,
     rules,
     shared_cq,
@@ -41,7 +41,7 @@ def _declared(module: ModuleType) -> set[str]:
     return {v.id for name, v in vars(module).items() if name in names and isinstance(v, Rule)}
 
 
-@pytest.mark.parametrize("module", [rules, pair, readback, uverbs, pair_checks, iwarp_pair,
+@pytest.mark.parametrize("module", [rules, pair_rules, readback, uverbs, pair_checks, iwarp_pair,
                                     shared_cq, access],
                          ids=lambda m: m.__name__)
 def test_every_declared_rule_is_in_its_modules_rules_tuple(module: ModuleType) -> None:

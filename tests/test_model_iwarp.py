@@ -264,7 +264,7 @@ def test_idle_keeps_wrs_and_err_flushes_them() -> None:
         assert not exp.completions and not exp.never_run, nxt
         assert rules.IWARP_IDLE_KEEPS_WRS in exp.checked
         m.apply(exp, True)
-    assert (m.outstanding_sends, m.recvs) == ([3], [1, 2])
+    assert (m.queues.outstanding_sends, m.queues.recvs) == ([3], [1, 2])
     exp = modify(m, S.ERR)
     flushed = [(c.wr_id, c.queue, c.status) for c in exp.completions]
     assert flushed == [
@@ -280,7 +280,7 @@ def test_a_refused_send_in_idle_must_never_run() -> None:
     m = model(S.INIT)
     exp = m.post_send(7)
     m.apply(exp, False)  # refused (siw: ENOTCONN)
-    assert 7 in m.never_run and m.outstanding_sends == []
+    assert 7 in m.queues.never_run and m.queues.outstanding_sends == []
     exp = modify(m, S.ERR)
     assert not exp.completions
 

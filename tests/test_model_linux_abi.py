@@ -192,7 +192,7 @@ def test_xrc_qps_without_a_queue_refuse_the_post(variant: str, state: QPState) -
         assert exp.errnos is None and exp.never_run == {7}
         assert exp.rule.id.startswith("xrc.") and exp.rule.kind == "optional"
         model.apply(exp, accepted=False)
-        assert 7 in model.never_run
+        assert 7 in model.queues.never_run
     sender = QPModel(T.XRC_SEND, variant)
     sender.state = state
     sends = state in (S.RTS, S.ERR)

@@ -270,7 +270,7 @@ def test_entering_err_flushes_in_posting_order(qp_type, variant, posts, held, st
     assert [c.wr_id for c in exp.completions if c.queue == "send"] == sends
     assert [c.wr_id for c in exp.completions if c.queue == "recv"] == recvs
     assert all(c.status == WCStatus.WR_FLUSH_ERR for c in exp.completions)
-    assert not exp.never_run and not model.never_run
+    assert not exp.never_run and not model.queues.never_run
     for queue in ("send", "recv"):
         late = post(model, queue, 999)
         assert late.outcome is Outcome.ACCEPT
@@ -288,12 +288,13 @@ def test_reset_discards_without_completions(qp_type, variant, posts, state):
         post(model, queue, i)
     if state == S.SQD:
         step(model, S.SQD)
-    outstanding = set(model.outstanding_sends) | set(model.recvs)
+    outstanding = set(model.queues.outstanding_sends) | set(model.queues.recvs)
     exp = model.modify(values(S.RESET), A.STATE)
     assert exp.outcome is Outcome.ACCEPT and exp.completions == ()
     assert exp.never_run == outstanding == set(range(len(posts)))
     model.apply(exp, True)
-    assert model.never_run == outstanding and not model.sends and not model.recvs
+    queues = model.queues
+    assert queues.never_run == outstanding and not queues.sends and not queues.recvs
 
 
 @FAST
@@ -305,7 +306,7 @@ def test_refused_post_never_runs(qp_type, variant, state, queue):
     exp = post(model, queue, 4242)
     refused = state in (S.RESET, S.INIT, S.RTR) if queue == "send" else state == S.RESET
     assert (exp.outcome is Outcome.REFUSE) is refused
-    assert (4242 in model.never_run) is refused
+    assert (4242 in model.queues.never_run) is refused
     if refused:
         assert exp.never_run == {4242} and not exp.completions
     assert_cited(exp)
@@ -333,7 +334,7 @@ def test_sq_drained_iff_requested(qp_type, variant, bit, value, in_flight):
         last = model.send_completed()
     assert (drained in last.events) is requested
     assert (drained in last.forbidden_events) is not requested
-    assert model.state == S.SQD and not model.in_flight
+    assert model.state == S.SQD and not model.queues.in_flight
 
 
 # ----------------------------------------------------------------------------- errors
@@ -355,10 +356,10 @@ def test_send_error(qp_type, variant, status, n_sends, n_recvs, state):
     first = [(sends[0], "send", status)]
     later = [(w, "send", WCStatus.WR_FLUSH_ERR) for w in sends[1:]]
     if qp_type in SQE_TYPES:
-        assert model.state == S.SQE and model.recvs == recvs and not model.sends
+        assert model.state == S.SQE and model.queues.recvs == recvs and not model.queues.sends
         assert got == first + later
     else:
-        assert model.state == S.ERR and not model.recvs and not model.sends
+        assert model.state == S.ERR and not model.queues.recvs and not model.queues.sends
         assert got == first + later + [(w, "recv", WCStatus.WR_FLUSH_ERR) for w in recvs]
     assert EventType.SQ_DRAINED in exp.forbidden_events
     assert_cited(exp)
@@ -371,7 +372,7 @@ def test_send_error(qp_type, variant, status, n_sends, n_recvs, state):
 def test_async_error_goes_to_err_with_its_event(qp_type, variant, state, event, ns, nr):
     assume(state != S.RESET and reachable(qp_type, state))
     model, _, _ = model_with_wrs(qp_type, variant, state, ns, nr)
-    sends, recvs = model.outstanding_sends, list(model.recvs)
+    sends, recvs = model.queues.outstanding_sends, list(model.queues.recvs)
     exp = model.async_error(event)
     assert model.state == S.ERR and exp.events == (event,)
     assert [c.wr_id for c in exp.completions if c.queue == "send"] == sends
@@ -462,12 +463,12 @@ class QPWalk(RuleBasedStateMachine):
         exp = post(self.model, queue, wr_id)
         self._seen(exp, exp.outcome is Outcome.ACCEPT)
         if exp.outcome is Outcome.REFUSE:
-            assert wr_id in self.model.never_run
+            assert wr_id in self.model.queues.never_run
 
-    @precondition(lambda self: not self.model.destroyed and self.model.in_flight)
+    @precondition(lambda self: not self.model.destroyed and self.model.queues.in_flight)
     @rule(status=st.sampled_from([WCStatus.SUCCESS] * 4 + list(ERROR_STATUSES[:3])))
     def send_completes(self, status):
-        head = self.model.in_flight[0]
+        head = self.model.queues.in_flight[0]
         exp = self.model.send_completed(status)
         assert exp.completions[0].wr_id == head and exp.completions[0].status == status
         self._seen(exp, True)
@@ -475,7 +476,7 @@ class QPWalk(RuleBasedStateMachine):
     @precondition(
         lambda self: (
             not self.model.destroyed
-            and self.model.recvs
+            and self.model.queues.recvs
             and self.model.state in (S.RTR, S.RTS, S.SQD, S.SQE)
         )
     )
@@ -509,7 +510,7 @@ class QPWalk(RuleBasedStateMachine):
     @precondition(lambda self: not self.model.destroyed and self.steps >= 20)  # ends the walk
     @rule()
     def destroy(self):
-        outstanding = set(self.model.outstanding_sends) | set(self.model.recvs)
+        outstanding = set(self.model.queues.outstanding_sends) | set(self.model.queues.recvs)
         exp = self.model.destroy()
         assert exp.never_run == outstanding and not exp.completions
         self.model.apply(exp, True)
@@ -539,8 +540,8 @@ class QPWalk(RuleBasedStateMachine):
             assert done == sorted(set(done)), f"{queue} completions out of order or repeated"
         homes = [
             set(self.completed["send"]) | set(self.completed["recv"]),
-            set(m.outstanding_sends) | set(m.recvs),
-            set(m.never_run),
+            set(m.queues.outstanding_sends) | set(m.queues.recvs),
+            set(m.queues.never_run),
         ]
         for wr_id in self.posted:
             assert sum(wr_id in h for h in homes) == 1, wr_id
@@ -551,14 +552,14 @@ class QPWalk(RuleBasedStateMachine):
         if m.destroyed:
             return
         assert m.state in STATES
-        if m.sends:
+        if m.queues.sends:
             assert m.state in (S.RTS, S.SQD), m.state
         if m.state == S.RTS:
-            assert all(w.started for w in m.sends)
-        if m.recvs:
+            assert all(w.started for w in m.queues.sends)
+        if m.queues.recvs:
             assert m.state not in (S.RESET, S.ERR), m.state
         if m.draining:
-            assert m.state == S.SQD and m.in_flight
+            assert m.state == S.SQD and m.queues.in_flight
 
 
 QPWalk.TestCase.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)

@@ -149,7 +149,7 @@ def test_no_verb_after_destroy():
     exp = model.destroy()
     assert exp.never_run == {1, 2}
     model.apply(exp, True)
-    assert {1, 2} <= model.never_run
+    assert {1, 2} <= model.queues.never_run
     with pytest.raises(RuntimeError):
         model.query()
 
@@ -179,20 +179,20 @@ def test_reset_discards_without_completions():
     exp = model.modify(values(S.RESET), A.STATE)
     assert exp.completions == () and exp.never_run == {1, 2}
     model.apply(exp, True)
-    assert model.never_run == {1, 2} and not model.sends and not model.recvs
+    assert model.queues.never_run == {1, 2} and not model.queues.sends and not model.queues.recvs
 
 
 @pytest.mark.parametrize("state", [S.RESET, S.INIT, S.RTR])
 def test_send_refused_before_rts_never_runs(state):
     model = new(QPType.RC, state)
     exp = post(model, "send", 7)
-    assert exp.outcome is Outcome.REFUSE and model.never_run == {7}
+    assert exp.outcome is Outcome.REFUSE and model.queues.never_run == {7}
 
 
 def test_recv_refused_in_reset_never_runs():
     model = new(QPType.RC)
     exp = post(model, "recv", 7)
-    assert exp.outcome is Outcome.REFUSE and model.never_run == {7}
+    assert exp.outcome is Outcome.REFUSE and model.queues.never_run == {7}
 
 
 @pytest.mark.parametrize("queue", ["send", "recv"])
@@ -200,7 +200,7 @@ def test_post_refused_by_the_device_never_runs(queue):
     model = new(QPType.RC, S.RTS)
     exp = post(model, queue, 7, accepted=False)
     assert exp.outcome is Outcome.ACCEPT
-    assert 7 in model.never_run
+    assert 7 in model.queues.never_run
 
 
 # --------------------------------------------------------------------------------- SQD
@@ -212,13 +212,13 @@ def test_sq_drained_after_the_last_in_flight_send():
     model.apply(exp, True)
     assert EventType.SQ_DRAINED not in exp.events + exp.forbidden_events
     post(model, "send", 3)  # held in SQD: not started, so not waited for
-    assert model.in_flight == [1, 2]
+    assert model.queues.in_flight == [1, 2]
     assert EventType.SQ_DRAINED not in model.send_completed().events
     last = model.send_completed()
     assert last.events == (EventType.SQ_DRAINED,)
-    assert model.outstanding_sends == [3] and model.in_flight == []
+    assert model.queues.outstanding_sends == [3] and model.queues.in_flight == []
     step(model, S.RTS)
-    assert model.in_flight == [3]
+    assert model.queues.in_flight == [3]
 
 
 def test_no_sq_drained_without_notify():
@@ -235,7 +235,7 @@ def test_send_error_takes_ud_uc_to_sqe_and_keeps_receives(qp_type):
         post(model, "send", wr_id)
     post(model, "recv", 9)
     exp = model.send_completed(WCStatus.LOC_PROT_ERR)
-    assert model.state == S.SQE and model.recvs == [9]
+    assert model.state == S.SQE and model.queues.recvs == [9]
     assert [(c.wr_id, c.status) for c in exp.completions] == [
         (1, WCStatus.LOC_PROT_ERR),
         (2, WCStatus.WR_FLUSH_ERR),
@@ -250,7 +250,7 @@ def test_send_error_takes_rc_to_err_and_flushes_everything():
     post(model, "send", 2)
     post(model, "recv", 3)
     exp = model.send_completed(WCStatus.RETRY_EXC_ERR)
-    assert model.state == S.ERR and not model.recvs and not model.sends
+    assert model.state == S.ERR and not model.queues.recvs and not model.queues.sends
     assert [(c.wr_id, c.queue, c.status) for c in exp.completions] == [
         (1, "send", WCStatus.RETRY_EXC_ERR),
         (2, "send", WCStatus.WR_FLUSH_ERR),

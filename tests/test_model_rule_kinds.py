@@ -16,11 +16,13 @@ import pytest
 from models import rules as model_rules_module
 from models.attributes import VALUE_RULES, DeviceCaps
 from models.enums import STATES, Attr, EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import Expectation, Outcome
-from models.pair import Fault, Op, PairModel
+from models.pair import PairModel
 from models.qp import QPModel
 from models.sources import KINDS, LAYERS, MAY, SPEC, Rule, Source
 from models.variant import VARIANTS, variant
+from models.wire import Fault
 from qpconform.engine import pair as engine_pair
 from qpconform.engine import pair_follow, pair_judgement, pair_life, pair_wire
 from reports.qualification import model_rules
@@ -104,7 +106,7 @@ def _pair_rules() -> Iterator[Rule]:
                         pair.qp("a").state = S.RTS
                         pair.qp("b").state = peer_state
                         if with_recv:
-                            pair.qp("b").recvs.append(99)
+                            pair.qp("b").queues.recvs.append(99)
                         exp = pair.post_send("a", 1, op, fault)
                         pair.apply("a", exp, True)
                         for step in pair.progress():
@@ -124,7 +126,7 @@ def _pair_rules() -> Iterator[Rule]:
                     yield from (effect.rule, *effect.checked)
         model = QPModel(qp_type)
         model.state = S.RTS
-        model.recvs.append(1)
+        model.queues.recvs.append(1)
         yield model.recv_completed(WCStatus.LOC_LEN_ERR).rule
         yield model.async_error(EventType.QP_FATAL).rule
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from models import catalog, pair, rules, uverbs
+from models import catalog, pair_rules, rules, uverbs
 from models.capabilities import FEATURES, Capabilities
 from models.catalog import (
     FEATURE_MISSING,
@@ -53,8 +53,8 @@ def _scope(rule_id: str) -> tuple[set[str], set[str]]:
         (rules.SQE_ON_SEND_ERROR.id, {"UC", "UD"}, {"SQE"}),
         (uverbs.XRC_STRIP.id, {"XRC_SEND", "XRC_RECV"}, {"XRC"}),
         (uverbs.QKEY_PRIVILEGED.id, {"UD"}, set()),
-        (pair.RC_RETRY_EXHAUSTED.id, {"RC"}, set()),
-        (pair.UNRELIABLE_DROPPED.id, {"UC", "UD"}, set()),
+        (pair_rules.RC_RETRY_EXHAUSTED.id, {"RC"}, set()),
+        (pair_rules.UNRELIABLE_DROPPED.id, {"UC", "UD"}, set()),
         # value rules: the types whose modify carries the bit
         ("attr.max_rd_atomic.range", {"RC", "XRC_SEND"}, set()),
         ("attr.alt_path.roce", {"RC", "UC", "XRC_SEND", "XRC_RECV"}, set()),  # a refusal
@@ -84,8 +84,8 @@ def test_why_not_says_type_then_feature_then_not_reached() -> None:
     # a type the device refused outranks a feature it lacks
     assert why_not("linux.transition.XRC_SEND.RTS->SQD", ["RC"], no_sqd) == TYPE_UNSUPPORTED
     # a rule of several types applies while one of them is available
-    assert why_not(pair.UNRELIABLE_DROPPED.id, ["UD"], full) == NOT_REACHED
-    assert why_not(pair.UNRELIABLE_DROPPED.id, ["RC"], full) == TYPE_UNSUPPORTED
+    assert why_not(pair_rules.UNRELIABLE_DROPPED.id, ["UD"], full) == NOT_REACHED
+    assert why_not(pair_rules.UNRELIABLE_DROPPED.id, ["RC"], full) == TYPE_UNSUPPORTED
     assert why_not("linux.transition.invalid.RESET->ERR", ["RC"], no_sqd) == NOT_REACHED
     assert why_not("linux.transition.invalid.SQD->INIT", ["RC"], no_sqd) == FEATURE_MISSING
     assert why_not(rules.SQE_ON_SEND_ERROR.id, ["UC"], Capabilities.of(LINUX, ["SQE"])) == (

@@ -4,7 +4,7 @@ model decided by comparing variant names before they were objects."""
 
 import pytest
 
-from models import pair, readback, rules
+from models import pair_rules, readback, rules
 from models.attributes import PSN_MASKED, VALUE_RULES
 from models.capabilities import FEATURES, Capabilities
 from models.enums import QPType
@@ -113,7 +113,7 @@ def _old_consults(name: str, rule_id: str, readback_rule: bool) -> bool:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_consults_is_the_old_catalog_test(name: str) -> None:
-    for module in (rules, pair, readback):
+    for module in (rules, pair_rules, readback):
         for rule in module.RULES:
             assert variant(name).consults(rule, readback_rule=module is readback) is (
                 _old_consults(name, rule.id, module is readback)

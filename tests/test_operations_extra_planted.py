@@ -16,7 +16,8 @@ import pytest
 from models.enums import QPState, QPType, WCStatus
 from models.operations import Op, foreign_ops
 from models.outcomes import Outcome
-from models.pair import Fault, PairModel
+from models.pair import PairModel
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
@@ -137,7 +138,7 @@ def test_an_inline_wr_beyond_the_cap_is_refused_and_never_runs() -> None:
         Outcome.REFUSE, "pair.inline.over_cap", frozenset({1})
     )
     pair.apply("a", exp, False)
-    assert pair.qp("a").outstanding_sends == [] and pair.progress() == []
+    assert pair.qp("a").queues.outstanding_sends == [] and pair.progress() == []
 
 
 def test_an_inline_wr_below_rts_keeps_the_state_rule() -> None:
@@ -156,7 +157,7 @@ def test_an_inline_send_is_delivered_as_a_send() -> None:
     pair.apply("a", pair.post_send("a", 2, Op.SEND, inline=True), True)
     (step,) = pair.progress()
     assert step.rule.id == "pair.inline.delivered"
-    assert pair.qp("b").recvs == []
+    assert pair.qp("b").queues.recvs == []
 
 
 @pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
@@ -169,14 +170,14 @@ def test_an_accepted_foreign_op_fails_locally_and_reaches_nothing(qp_type: QPTyp
     (step,) = pair.progress()
     ((side, done),) = step.effects
     assert side == "a" and [c.status for c in done.completions] == [WCStatus.LOC_QP_OP_ERR]
-    assert pair.qp("a").state == S.SQE and pair.qp("b").recvs == [1]
+    assert pair.qp("a").state == S.SQE and pair.qp("b").queues.recvs == [1]
 
 
 def test_a_refused_foreign_op_never_runs() -> None:
     pair = _rts(QPType.UC)
     exp = pair.post_send("a", 2, Op.FETCH_ADD)
     pair.apply("a", exp, False)
-    assert pair.qp("a").never_run == {2} and pair.progress() == []
+    assert pair.qp("a").queues.never_run == {2} and pair.progress() == []
 
 
 def test_reads_beyond_the_depth_are_named_only_back_to_back() -> None:

@@ -14,8 +14,9 @@ import pytest
 from models.enums import QPState, QPType, WCOpcode, WCStatus
 from models.operations import OPS_BY_TYPE, Op, imm_for
 from models.outcomes import Expectation, ExpectedCompletion, Outcome
-from models.pair import Fault, PairModel
+from models.pair import PairModel
 from models.rules import SEND_DONE
+from models.wire import Fault
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.ledger import Found, Ledger
@@ -165,7 +166,7 @@ def test_a_read_consumes_no_receive() -> None:
     pair.apply("a", pair.post_send("a", 2, Op.RDMA_READ), True)
     (step,) = pair.progress()
     assert step.rule.id == "pair.read.delivered"
-    assert pair.qp("b").recvs == [1]
+    assert pair.qp("b").queues.recvs == [1]
 
 
 @pytest.mark.parametrize(("qp_type", "op"), [(QPType.UC, Op.RDMA_READ), (QPType.UD, Op.RDMA_WRITE)])

@@ -3,8 +3,10 @@
 import pytest
 
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import ExpectedCompletion
-from models.pair import (
+from models.pair import PairModel
+from models.pair_rules import (
     BAD_LKEY,
     RC_BAD_RKEY,
     RC_RETRY_EXHAUSTED,
@@ -14,12 +16,8 @@ from models.pair import (
     UC_BAD_RKEY,
     UNRELIABLE_DROPPED,
     WRITE_DELIVERED,
-    Fault,
-    Op,
-    PairModel,
-    WireSettings,
-    WireStep,
 )
+from models.wire import Fault, WireSettings, WireStep
 
 S = QPState
 SEND_OK = WCStatus.SUCCESS
@@ -92,7 +90,7 @@ def test_send_consumes_the_oldest_receive(qp_type: QPType) -> None:
     assert [s.rule for s in steps] == [SEND_DELIVERED]
     assert completions_of(steps, "b") == [ExpectedCompletion(10, "recv", SEND_OK)]
     assert completions_of(steps, "a") == [ExpectedCompletion(1, "send", SEND_OK)]
-    assert pair.qp("b").recvs == [11]
+    assert pair.qp("b").queues.recvs == [11]
 
 
 def test_rc_rnr_exhausted_moves_requester_to_err_and_flushes() -> None:
@@ -186,7 +184,7 @@ def test_uc_bad_rkey_is_dropped_and_good_write_consumes_nothing() -> None:
     _post(pair, "a", "post_send", 2, op=Op.RDMA_WRITE)
     steps = pair.progress()
     assert [s.rule for s in steps] == [UC_BAD_RKEY, WRITE_DELIVERED]
-    assert pair.qp("b").recvs == [30]
+    assert pair.qp("b").queues.recvs == [30]
 
 
 @pytest.mark.parametrize(
@@ -206,7 +204,7 @@ def test_bad_lkey(qp_type: QPType, after: QPState) -> None:
     ]
     assert pair.qp("a").state == after
     # SQE: receives keep working (C10-38); ERR: the receive is flushed too
-    assert (pair.qp("a").recvs == [40]) == (after == S.SQE)
+    assert (pair.qp("a").queues.recvs == [40]) == (after == S.SQE)
     if after == S.SQE:
         _post(pair, "b", "post_send", 3)
         steps = pair.progress()
@@ -253,7 +251,7 @@ def test_following_a_device_into_err_flushes_what_is_outstanding() -> None:
     _post(pair, "a", "post_recv", 40)
     flushed = pair.qp("a").follow(S.ERR)
     assert flushed == (ExpectedCompletion(40, "recv", WCStatus.WR_FLUSH_ERR),)
-    assert pair.qp("a").state == S.ERR and pair.qp("a").recvs == []
+    assert pair.qp("a").state == S.ERR and pair.qp("a").queues.recvs == []
     assert pair.qp("a").follow(S.ERR) == ()
     assert pair.qp("a").follow(S.RESET) == () and pair.qp("a").state == S.RESET
 
@@ -264,7 +262,7 @@ def test_follow_drained_holds_the_in_flight_send_until_rts() -> None:
     pair.progress()
     _go(pair, "a", S.SQD)
     assert pair.follow_drained("a") == [1]
-    assert not pair.qp("a").draining and pair.qp("a").in_flight == []
+    assert not pair.qp("a").draining and pair.qp("a").queues.in_flight == []
     _post(pair, "b", "post_recv", 7)
     assert pair.progress() == []  # held in SQD
     _go(pair, "a", S.RTS)

@@ -14,11 +14,11 @@ from collections import Counter
 
 import pytest
 
-from models import access, operations, pair, shared_cq, srq
+from models import access, operations, pair_rules, shared_cq, srq
 from models import rules as ib_rules
 from models.enums import QPType
-from models.pair import WireSettings
 from models.variant import LINUX
+from models.wire import WireSettings
 from qpconform.engine.connect import FAST
 from qpconform.engine.pair import PairHarness
 from suites import (
@@ -36,7 +36,7 @@ SUITES = (test_operations, test_error_handling, test_drain, test_srq, test_share
           test_memory_protection)
 #: Rules the cases must exercise between them, on a device with every feature.
 REQUIRED = {
-    *(r.id for r in pair.RULES),
+    *(r.id for r in pair_rules.RULES),
     *(r.id for r in operations.RULES),
     *(r.id for r in srq.RULES),
     *(r.id for r in shared_cq.RULES),

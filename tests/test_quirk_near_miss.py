@@ -18,7 +18,8 @@ import pytest
 
 from fixtures.selection import QUIRKS_DIR
 from models.enums import Attr, QPState, QPType
-from models.pair import Fault, Op, WireSettings
+from models.operations import Op
+from models.wire import Fault, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.device import VerbResult
 from qpconform.engine.hazards import HazardAvoided
@@ -554,7 +555,7 @@ def test_a_held_send_the_device_did_run_is_not_rewound() -> None:
     h.lifecycle.connect()
     held_then_rts_then_post(h)
     h.quiet(0.01)
-    assert h.known == [] and not h.model.qp("a").outstanding_sends
+    assert h.known == [] and not h.model.qp("a").queues.outstanding_sends
 
 
 def test_a_second_sq_drained_seen_after_the_qp_left_sqd_belongs_to_the_sqd_to_sqd() -> None:

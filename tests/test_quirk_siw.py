@@ -158,7 +158,7 @@ def test_a_send_accepted_in_idle_never_flushed_is_known_and_a_lost_recv_flush_is
 def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: str) -> None:
     """siw.local_send_error_loc_qp_op_err covers siw's status on an iWARP pair (both
     kernels: the same code); REM_ACCESS_ERR for the same send is still a divergence."""
-    from models.pair import Fault
+    from models.wire import Fault
     from qpconform.engine.pair import PairHarness
 
     def run(fault: str) -> PairHarness:
@@ -176,7 +176,7 @@ def test_a_bad_lkey_as_loc_qp_op_err_is_known_and_another_status_is_not(kernel: 
 
 
 def _bad_lkey_pair(fault: str, kernel: str):
-    from models.pair import Fault
+    from models.wire import Fault
 
     h = _connected(fault, kernel)
     h.post.recv("a")

@@ -1,4 +1,4 @@
-"""Self-tests of a receive whose lkey names no MR (models/pair.py RC_RECV_BAD_LKEY).
+"""Self-tests of a receive whose lkey names no MR (models/pair_rules.py RC_RECV_BAD_LKEY).
 
 post_recv takes it (the key is checked when data is placed); an RC SEND into it fails at
 both ends: the receive LOC_PROT_ERR, the responder in ERR flushing the rest, the SEND
@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from models.enums import QPState, QPType, WCStatus
-from models.pair import RC_RECV_BAD_LKEY, PairModel
+from models.pair import PairModel
+from models.pair_rules import RC_RECV_BAD_LKEY
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from tests.example_counts import PLANTED_RUN
@@ -45,7 +46,7 @@ def test_the_model_fails_a_send_into_a_bad_lkey_receive_at_both_ends() -> None:
 
 def test_a_write_with_immediate_is_not_judged_against_the_bad_key() -> None:
     """Only a SEND places data in the receive: the rule names no other operation."""
-    from models.pair import Op
+    from models.operations import Op
 
     m = connected_model()
     m.apply("b", m.post_recv("b", 10, bad_lkey=True), True)

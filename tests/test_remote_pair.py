@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from models.enums import QPState, QPType
-from models.pair import Op, WireSettings
+from models.operations import Op
 from models.variant import LINUX
+from models.wire import WireSettings
 from qpconform.adapters.remote_pair import RemotePair
 from qpconform.engine import unused_wr
 from qpconform.engine.connect import FAST

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from models.enums import QPState, QPType, WCStatus
-from models.pair import Op
+from models.operations import Op
 from qpconform.engine.device import Completion
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness

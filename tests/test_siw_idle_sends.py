@@ -51,7 +51,7 @@ class LibsiwIdleSend(Behaviour):
     def modified(self, qp: FakeQP, before: QPState, after: QPState, attrs: AttrValues,
                  mask: Attr) -> None:
         if before in IDLE and after == S.ERR:  # siw_rq_flush() only: accepted sends stay
-            refused = qp.model.never_run  # what another fault runs is not this driver's
+            refused = qp.model.queues.never_run  # what another fault runs is not this driver's
             qp.cq[:] = [c for c in qp.cq if c.queue != "send" or c.wr_id in refused]
 
 

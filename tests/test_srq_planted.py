@@ -12,9 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from models.enums import EventType, QPState, QPType, WCStatus
+from models.operations import Op
 from models.outcomes import Outcome
-from models.pair import Fault, Op, PairModel
+from models.pair import PairModel
 from models.srq import SRQModel
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.pair import machine_for
 from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence
@@ -139,7 +141,7 @@ def test_a_send_takes_the_srq_oldest_receive() -> None:
     assert step.rule.id == "srq.recv.consumed"
     assert [c.wr_id for s, e in step.effects if s == "b" for c in e.completions] == [1]
     assert pair.qp("b").receives() == [2]
-    assert pair.qp("b").recvs == []
+    assert pair.qp("b").queues.recvs == []
 
 
 def test_post_recv_on_the_srq_qp_is_refused_and_changes_nothing() -> None:
@@ -150,7 +152,7 @@ def test_post_recv_on_the_srq_qp_is_refused_and_changes_nothing() -> None:
     pair.apply("b", exp, False)
     after = pair.qp("b").snapshot()
     assert after[:3] + after[4:] == before[:3] + before[4:]  # all but never_run
-    assert 1 in pair.qp("b").never_run
+    assert 1 in pair.qp("b").queues.never_run
 
 
 def test_err_flushes_no_srq_receive_and_owes_last_wqe() -> None:

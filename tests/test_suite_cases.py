@@ -396,7 +396,7 @@ def test_post_outcomes_and_the_fate_of_the_wr(var: str) -> None:
         assert model.state == S.ERR
         ids = [done.wr_id for done in flushed]
         assert ids == ([] if refused else [42]), c.id
-        assert (42 in model.never_run) == refused, c.id
+        assert (42 in model.queues.never_run) == refused, c.id
 
 
 def test_after_post_path() -> None:

@@ -184,7 +184,7 @@ def test_an_allowed_event_is_no_delivery_sample() -> None:
     connection ended, and widened every event window of the run to must-wait: an event
     nobody owed measures no window."""
     from models.enums import QPType
-    from models.pair import Fault
+    from models.wire import Fault
     from qpconform.engine.pair import PairHarness
     from tests.fake_pair import FakePair
 

@@ -18,12 +18,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from models.enums import QPState, QPType, WCStatus
 from models.operations import INLINE_DELIVERED, SINK_PAYLOAD, Op
-from models.pair import (
-    TOO_LONG_DROPPED,
-    TOO_LONG_ERROR,
-    UNRELIABLE_RECV_TOO_SHORT,
-    PairModel,
-)
+from models.pair import PairModel
+from models.pair_rules import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.quirks import Quirks
@@ -90,7 +86,7 @@ def test_the_model_expects_the_drop_until_it_knows(qp_type: QPType) -> None:
     assert step.rule is UNRELIABLE_RECV_TOO_SHORT
     assert [(s, [c.status for c in e.completions]) for s, e in step.effects] == [
         ("a", [WCStatus.SUCCESS])]
-    assert m.qp("b").recvs == [1] and m.undecided == {("b", 1)}
+    assert m.qp("b").queues.recvs == [1] and m.undecided == {("b", 1)}
     exp = m.too_long_completed("b", 1)
     assert [c.status for c in exp.completions] == [WCStatus.LOC_LEN_ERR]
     assert m.qp("b").state == S.ERR and m.too_long == TOO_LONG_ERROR

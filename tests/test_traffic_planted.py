@@ -3,7 +3,8 @@
 import pytest
 
 from models.enums import Attr, QPState, QPType
-from models.pair import Fault, Op
+from models.operations import Op
+from models.wire import Fault
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from tests.example_counts import PLANTED_RUN

@@ -15,8 +15,8 @@ import pytest
 from models import unused_fields
 from models.catalog import all_rules
 from models.enums import QPType
-from models.operations import ops_for
-from models.pair import Fault, Op
+from models.operations import Op, ops_for
+from models.wire import Fault
 from qpconform.adapters import pyverbs_pair
 from qpconform.adapters.pyverbs_pair import PyverbsEnd
 from qpconform.engine import unused_wr

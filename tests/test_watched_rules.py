@@ -4,7 +4,7 @@ the report's coverage can say a negative rule was exercised (models/catalog.py).
 from __future__ import annotations
 
 from models.enums import Attr, QPState, QPType
-from models.pair import Fault, WireSettings
+from models.wire import Fault, WireSettings
 from qpconform.engine.connect import FAST, HOLD
 from qpconform.engine.pair import PairHarness
 from tests.fake_pair import FakePair

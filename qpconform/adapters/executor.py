@@ -44,7 +44,7 @@ from typing import Any
 
 from models.enums import Attr, QPType
 from models.operations import Op
-from models.pair import SIDES, Fault, WireSettings
+from models.wire import SIDES, Fault, WireSettings
 from qpconform.adapters import inflight, leaks, wire
 from qpconform.engine.device import Device, DeviceLost, PairDevice, QPHandle, UnsupportedQPType
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from models.enums import QPType
 from models.operations import Op
-from models.pair import SIDES, Fault, WireSettings
+from models.wire import SIDES, Fault, WireSettings
 from qpconform.adapters import wire
 from qpconform.adapters.remote_device import RemoteDevice, RemoteQP
 from qpconform.engine.device import AsyncEvent, Completion, VerbResult

@@ -25,8 +25,8 @@ from typing import Any
 
 from models import outside_mask, unused_fields
 from models.enums import Attr, QPState
+from models.operations import Op
 from models.outcomes import Expectation
-from models.pair import Op
 from models.sources import Rule
 
 from .device import VerbResult

@@ -7,7 +7,7 @@ table, so a table error cannot hide in the harness's own bring-up.
 from __future__ import annotations
 
 from models.enums import AccessFlag, Attr, QPState, QPType
-from models.pair import WireSettings
+from models.wire import WireSettings
 
 S = QPState
 #: Short transport timers so automatic transitions happen well under a second on rxe.

@@ -458,11 +458,11 @@ class Checker(Engine):
     def explain_completion(self, track: Track, wc: Completion) -> bool:
         """A started send or a queued receive completing on its own: the model learns it."""
         model = track.model
-        if wc.queue == "send" and wc.wr_id in model.in_flight:
-            order = model.in_flight
+        if wc.queue == "send" and wc.wr_id in model.queues.in_flight:
+            order = model.queues.in_flight
             rule = rules.SEND_DONE
-        elif wc.queue == "recv" and wc.wr_id in model.recvs:
-            order = model.recvs
+        elif wc.queue == "recv" and wc.wr_id in model.queues.recvs:
+            order = model.queues.recvs
             rule = rules.RECV_DONE
         else:
             return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from models.access import GUARD, WRITE_PLACED, Memory
-from models.pair import SIDES
+from models.wire import SIDES
 
 #: How many differing offsets a record names (the rest are counted).
 SHOWN = 8

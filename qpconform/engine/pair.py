@@ -38,18 +38,13 @@ from typing import Any
 from models import iwarp_pair, rules
 from models.enums import Attr, EventType, QPState, WCStatus
 from models.operations import ops_for
-from models.pair import (
-    RC_RETRY_EXHAUSTED,
-    RC_RNR_EXHAUSTED,
-    RC_RNR_WAITING,
-    SIDES,
-    PairModel,
-    WireSettings,
-)
+from models.pair import PairModel
 from models.pair_checks import UNEXPECTED_COMPLETION, UNEXPECTED_EVENT
+from models.pair_rules import RC_RETRY_EXHAUSTED, RC_RNR_EXHAUSTED, RC_RNR_WAITING
 from models.sources import Rule
 from models.variant import LINUX, Variant
 from models.variant import variant as parse_variant
+from models.wire import SIDES, WireSettings
 
 from . import blame, unmasked
 from .connect import FAST, bring_up_mask
@@ -204,7 +199,7 @@ class PairHarness(Engine):
         attrs = {**self.dev.values(side), **(extra or {}), "qp_state": int(nxt)}
         if mask is None:
             mask = bring_up_mask(self.dev.qp_type, qp.state, nxt) | Attr.STATE | extra_mask
-        held = set(qp.outstanding_sends) - set(qp.in_flight)
+        held = set(qp.queues.outstanding_sends) - set(qp.queues.in_flight)
         if fill is None:
             fill = self.fills(self.dev.qp_type, qp.state, Attr(int(mask)))
         attrs = unmasked.pair_filled(attrs, Attr(int(mask)), extra or {}, qp.state, fill)
@@ -359,7 +354,7 @@ class PairHarness(Engine):
         """A flush of something outstanding: the QP left its state on its own. Compare the
         state (and follow it, if known), then match the completion once more."""
         qp = track.model
-        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
+        outstanding = wc.wr_id in qp.queues.recvs or wc.wr_id in qp.queues.outstanding_sends
         if track.side not in SIDES:  # a bystander moves by modify only: nothing to explain
             return False
         if self.too_long.explain(track, wc):  # the device's way with a too-long UC/UD message

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.enums import EventType, QPState, WCStatus
-from models.pair import SIDES, PairModel
+from models.pair import PairModel
 from models.pair_checks import SQ_DRAINING, STATE_RULE
+from models.wire import SIDES
 
 from .device import QueryResult
 from .ledger import Because
@@ -149,7 +150,7 @@ class PairFollowing:
             self.h.end_state[s].state_because = point.because[s]
             track.ledger.excused -= {w for side, w in lost if side == s}
         silent = self.h.ends[point.side].ledger.silent  # unsignaled: the wire ran them silently
-        held = sorted(w for w in self.h.model.qp(point.side).outstanding_sends
+        held = sorted(w for w in self.h.model.qp(point.side).queues.outstanding_sends
                       if (point.side, w) in lost or w in silent)
         for w in held:
             silent.pop(w, None)

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 from models import iwarp_pair
 from models.enums import QPState
-from models.pair import SIDES
 from models.pair_checks import STATE_RULE
+from models.wire import SIDES
 
 from .device import ConnectedPairDevice, VerbResult
 from .judge import DivergenceError

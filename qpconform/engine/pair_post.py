@@ -16,8 +16,8 @@ from typing import Any
 
 from models.enums import Attr
 from models.operations import Op
-from models.pair import Fault
 from models.unused_fields import UNUSED_FIELDS
+from models.wire import Fault
 
 from . import unmasked, unused_wr
 from .device import VerbResult

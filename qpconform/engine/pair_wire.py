@@ -16,8 +16,9 @@ from models import iwarp_pair
 from models.enums import QPType
 from models.operations import with_src_qp
 from models.outcomes import Expectation, Outcome
-from models.pair import RC_RNR_WAITING, WireStep
+from models.pair_rules import RC_RNR_WAITING
 from models.sources import Rule
+from models.wire import WireStep
 
 from .device import VerbResult
 from .ledger import Because
@@ -54,7 +55,7 @@ class WireSteps:
             if exp.state_if_accepted != exp.state_before:
                 h.end_state[side].state_because = Because(exp.rule, idx)
             if exp.verb == "modify" and resumed:
-                started = resumed & set(h.model.qp(side).in_flight)
+                started = resumed & set(h.model.qp(side).queues.in_flight)
                 h.end_state[side].resumed |= started
                 if started:
                     h.follow.mark_rewind_point(side)

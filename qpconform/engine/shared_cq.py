@@ -30,10 +30,10 @@ from typing import Any
 
 from models.enums import Attr, QPState
 from models.outcomes import Expectation
-from models.pair import SIDES
 from models.pair_checks import STATE_RULE
 from models.qp import QPModel
 from models.shared_cq import FLUSH_OWN_ONLY, QP_NUM, RESET_KEEPS_OTHERS
+from models.wire import SIDES
 
 from . import unmasked
 from .connect import bring_up_mask
@@ -52,7 +52,7 @@ UNPOLLED_PAUSE = 0.3
 
 def outstanding(model: QPModel) -> set[int]:
     """The WRs a QP model holds: its receives and its outstanding sends."""
-    return set(model.recvs) | set(model.outstanding_sends)
+    return set(model.queues.recvs) | set(model.queues.outstanding_sends)
 
 
 class SharedCQ:

@@ -1,6 +1,6 @@
 """A UC/UD message longer than the receive: the device's choice, learnt and then held.
 
-`pair.unreliable.recv_too_short` (models/pair.py) is a "may" rule with two outcomes: the
+`pair.unreliable.recv_too_short` (models/pair_rules.py) is a "may" rule with two outcomes: the
 responder drops the message (the receive stays posted, nothing completes) or completes
 the receive with LOC_LEN_ERR and enters ERR. The model cannot know beforehand which one a
 device takes, so until it has seen one it expects the drop and keeps the receives such a
@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from models.enums import WCStatus
-from models.pair import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
+from models.pair_rules import TOO_LONG_DROPPED, TOO_LONG_ERROR, UNRELIABLE_RECV_TOO_SHORT
 
 from .ledger import Because
 
@@ -72,7 +72,7 @@ class TooLongChoice:
             )
             self.h.diverge(track, d)
             return True
-        if met in self.h.model.met_dropped and wc.wr_id in track.model.recvs:
+        if met in self.h.model.met_dropped and wc.wr_id in track.model.queues.recvs:
             d = self.h.divergence(
                 track, "inconsistent", UNRELIABLE_RECV_TOO_SHORT, track.last(),
                 f"no completion of receive {wc.wr_id}: the device dropped a message too long "
@@ -82,7 +82,8 @@ class TooLongChoice:
             self.h.diverge(track, d)
             return True
         qp = track.model
-        if met not in self.h.model.undecided or not qp.recvs or qp.recvs[0] != wc.wr_id:
+        recvs = qp.queues.recvs
+        if met not in self.h.model.undecided or not recvs or recvs[0] != wc.wr_id:
             return False
         self._follow_error(track, wc)
         return True
@@ -97,10 +98,10 @@ class TooLongChoice:
         again. Once the device chose the drop, such a flush right after a too-long message
         met the receive is the other choice: an inconsistent divergence of the rule."""
         qp = track.model
-        outstanding = wc.wr_id in qp.recvs or wc.wr_id in qp.outstanding_sends
-        if not outstanding or not qp.recvs:
+        outstanding = wc.wr_id in qp.queues.recvs or wc.wr_id in qp.queues.outstanding_sends
+        if not outstanding or not qp.queues.recvs:
             return False
-        head = (track.side, qp.recvs[0])
+        head = (track.side, qp.queues.recvs[0])
         if head in self.h.model.undecided:
             self._follow_error(track, wc)
             return True
@@ -135,7 +136,7 @@ class TooLongChoice:
         a too-long message met): the model follows, the ledger books what that makes due,
         the choice is recorded, and `wc` is matched again."""
         side, qp = track.side, track.model
-        head = qp.recvs[0]
+        head = qp.queues.recvs[0]
         origin = track.last()
         exp = self.h.model.too_long_completed(side, head)
         self.h.log.note(track, exp, UNRELIABLE_RECV_TOO_SHORT)

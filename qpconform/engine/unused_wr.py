@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from models import unused_fields
 from models.enums import QPType
-from models.pair import Op
+from models.operations import Op
 
 PLAIN, OTHER, WILD = "plain", "other", "wild"
 #: The ways to fill a WR, plain first (what a drawn fill shrinks to).

@@ -84,7 +84,7 @@ class Verdict:
         if res.accepted:
             track.ledger.expect(exp, idx)
         never = len(track.ledger.never)
-        track.ledger.note_never_run(track.model.never_run, exp, idx)
+        track.ledger.note_never_run(track.model.queues.never_run, exp, idx)
         if len(track.ledger.never) > never:  # a WR that must never run: watch that it does not
             track.owe_quiet(idx, self.windows.window("completion"))
         return idx, known

@@ -21,9 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from models.access import TARGETED_OPS
 from models.enums import AccessFlag, Attr, QPState, QPType
-from models.operations import IWARP_OPS, foreign_ops, ops_for
-from models.pair import Fault, Op
+from models.operations import IWARP_OPS, Op, foreign_ops, ops_for
 from models.variant import LINUX
+from models.wire import Fault
 from qpconform.engine.pair import PairHarness
 from qpconform.machines.fills import FILLS, WR_FILLS
 from qpconform.machines.stops import deliver_pending
@@ -137,7 +137,7 @@ class PairMachine(RuleBasedStateMachine):
 def _outstanding(h: PairHarness, side: str) -> int:
     """WRs the model says are outstanding on one end (receives and sends)."""
     qp = h.model.qp(side)
-    return 0 if side in h.model.gone else len(qp.recvs) + len(qp.outstanding_sends)
+    return 0 if side in h.model.gone else len(qp.queues.recvs) + len(qp.queues.outstanding_sends)
 
 
 def _loaded(machine: PairMachine, n: int) -> bool:
@@ -259,7 +259,7 @@ def machine_for(
                 by = self.h.shared.bystander(side).model
                 if by.state == S.RESET:
                     self.h.shared.modify(side, S.INIT)
-                if not by.recvs:
+                if not by.queues.recvs:
                     self.h.shared.post_recv(side)
                 self.h.modify(side, S.ERR)
 
@@ -441,7 +441,7 @@ def machine_for(
             flags)."""
             peer = self.h.model.peer_of(side)
             if self._state(side) != S.RTS or peer in self.h.model.gone or (
-                self.h.model.qp(peer).outstanding_sends
+                self.h.model.qp(peer).queues.outstanding_sends
             ):
                 return
             flags = AccessFlag.LOCAL_WRITE
@@ -528,7 +528,7 @@ def iwarp_machine_for(
                 self._state(side)
                 if _idle_bystander(self.h, side) == S.ERR:
                     return
-                if not self.h.shared.bystander(side).model.recvs:
+                if not self.h.shared.bystander(side).model.queues.recvs:
                     self.h.shared.post_recv(side)
                 self.h.shared.modify(side, S.ERR)
 
@@ -543,7 +543,7 @@ def iwarp_machine_for(
                 if self._state(side) != S.RTS:
                     return
                 if _idle_bystander(self.h, side) == S.INIT and not (
-                    self.h.shared.bystander(side).model.recvs
+                    self.h.shared.bystander(side).model.queues.recvs
                 ):
                     self.h.shared.post_recv(side)
                 self.h.modify(side, how)

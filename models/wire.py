@@ -1,0 +1,94 @@
+"""What a pair's wire is made of: its two sides, the fault a send WR may carry, the
+transport settings that decide how a failed send ends, and the step the wire took for one
+send. PairModel (models/pair.py) decides the steps; the engine and the adapters speak of
+sides, faults and settings too."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from models import access
+from models.enums import EventType
+from models.operations import Op
+from models.outcomes import Expectation
+from models.pair_rules import NO_EVENT_ON_COMPLETION_ERROR
+from models.sources import Rule
+
+SIDES = ("a", "b")
+
+
+class Fault(StrEnum):
+    """A fault planted in one send WR."""
+
+    NONE = "none"
+    BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
+    BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
+    INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
+    MISALIGNED = "misaligned"  # an atomic to a remote address 4 bytes off 8-byte alignment
+    # A valid rkey of one of the responder's target MRs (models/access.py window_of):
+    GRANTED = "granted"  # mid-target, every right: not a fault (the near miss)
+    AT_END = "at_end"  # ending at the target's last byte: granted too
+    PAST_END = "past_end"  # across the target's end (an atomic: just past it)
+    NO_RIGHT = "no_right"  # in a target registered without the right the operation needs
+    OTHER_PD = "other_pd"  # in a target of another PD than the responder QP's
+
+    @property
+    def targeted(self) -> bool:
+        """Does the WR name one of the responder's target MRs (models/access.py)?"""
+        return self in _TARGETED
+
+    @property
+    def refused(self) -> bool:
+        """Does the responder refuse the memory access it asks for?"""
+        return self in (Fault.PAST_END, Fault.NO_RIGHT, Fault.OTHER_PD)
+
+
+_TARGETED = frozenset({Fault.GRANTED, Fault.AT_END, Fault.PAST_END, Fault.NO_RIGHT,
+                       Fault.OTHER_PD})
+
+
+def check_plantable(op: Op, fault: Fault, inline: bool) -> None:
+    """Raise ValueError for a WR the model cannot judge: `fault` planted on an operation it
+    does not apply to, or an `inline` post of an operation that carries no data out."""
+    if fault is Fault.BAD_RKEY and (not op.remote or op.consumes_recv):
+        # With immediate data a bad rkey may meet an empty receive queue too: which error
+        # wins is the responder's order of checks (rxe: the receive first, RNR), which
+        # the spec does not fix. The model plants bad rkeys on WRITE and READ only.
+        raise ValueError("the model plants a bad rkey on RDMA WRITE or READ only")
+    if fault is Fault.MISALIGNED and not op.atomic:
+        raise ValueError("the model misaligns the remote address of an atomic only")
+    if fault.targeted and op not in access.TARGETED_OPS:
+        raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
+    if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
+        raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
+
+
+@dataclass(frozen=True)
+class WireStep:
+    """What the wire did to one send: the rule, each side's automatic expectation, and the
+    events that must not follow it (an error reported in a completion is not also an event)."""
+
+    requester: str
+    wr_id: int
+    rule: Rule
+    effects: tuple[tuple[str, Expectation], ...]
+    forbidden: Mapping[str, tuple[EventType, ...]] = field(default_factory=dict)
+    forbidden_rule: Rule = NO_EVENT_ON_COMPLETION_ERROR  # why `forbidden` must not appear
+    #: The bytes it placed in a target MR (a granted RDMA WRITE): (responder, window, data).
+    placed: tuple[tuple[str, access.Window, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class WireSettings:
+    """Transport attributes that decide how failed sends end (and how long it takes)."""
+
+    timeout: int = 10  # local ACK timeout exponent: 4.096 us * 2**timeout
+    retry_cnt: int = 1
+    rnr_retry: int = 1
+    min_rnr_timer: int = 1
+    max_rd_atomic: int = 1  # the requester's initiator depth (and the responder's resources)
+
+    def bound(self) -> float:
+        """Seconds within which an automatic error must have been reported (generous)."""
+        ack = 4.096e-6 * (1 << self.timeout)
+        return max(0.5, 4 * ack * (self.retry_cnt + 1) + 0.05 * (self.rnr_retry + 1))
