@@ -2,8 +2,9 @@
 
 - pyverbs_device.py: opens a device (caps, identity, the QP types it has) and makes
   its lone QPs; pyverbs_qp.py: one lone QP (create, modify, query, post, poll,
-  events); pyverbs_select.py picks the device, port and GID; pyverbs_compat.py
-  bridges pyverbs versions;
+  events); pyverbs_sets.py: its Context, PD, MR and CQs, and the pool that lends them
+  again; pyverbs_shared_cq.py: a bystander QP on another QP's CQs; pyverbs_select.py
+  picks the device, port and GID; pyverbs_compat.py bridges pyverbs versions;
 - pyverbs_pair.py: a connected pair of QPs (both ends, their CQs, MRs, receives);
 - cm_connect.py: the rdma_cm connector iWARP pairs need (siw, irdma in iWARP mode);
   cm_pair.py: two QPs of its own connected by it (the probe, the self-tests);
