@@ -15,7 +15,8 @@
   the guest executor's at its end);
 - plain_loop.py: modify_qp calls/s on one QP, nothing checked (the device's ceiling);
 - executor.py, wire.py, remote_device.py: the device served by an executor in a guest
-  to an engine on the host (one round trip a step).
+  to an engine on the host (one round trip a step); executor_ports.py: the virtio-serial
+  ports the executor serves on;
 
 Only these modules import pyverbs, and only when a device is used, so everything else
 stays importable on a host without an RDMA stack.
