@@ -9,6 +9,7 @@ import pytest
 
 from models.enums import QPState, QPType, WCStatus
 from qpconform.adapters import pyverbs_qp as pd
+from qpconform.adapters import pyverbs_sets
 
 
 class FloodingCQ:
@@ -88,11 +89,11 @@ def test_a_context_is_owned_before_anything_else_can_interrupt(monkeypatch) -> N
             raise value
         return value
 
-    monkeypatch.setattr(pd, "_event_fds", event_fds)
+    monkeypatch.setattr(pyverbs_sets, "_event_fds", event_fds)
     pv = NS(device=NS(Context=lambda name: NS(close=lambda: closed.append(name))))
     stack = ResourceStack()
     with pytest.raises(KeyboardInterrupt):
-        pd.open_context(pv, "rxe0", stack, "context")
+        pyverbs_sets.open_context(pv, "rxe0", stack, "context")
     assert stack.labels() == ["context"]
     stack.close()
     assert closed == ["rxe0"]

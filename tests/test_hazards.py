@@ -17,7 +17,8 @@ from qpconform.engine.device import DeviceLost
 from qpconform.engine.hazards import CONDITIONS, HazardAvoided, grows_max_dest_rd_atomic
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import CheckedQP, Checker
-from qpconform.engine.quirks import HAZARDS, Quirks
+from qpconform.engine.quirk_schema import HAZARDS
+from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import DivergenceList
 from qpconform.machines.lone import MachineConfig, QPMachine
 from suites import steps

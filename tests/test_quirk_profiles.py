@@ -14,14 +14,8 @@ import pytest
 from fixtures.selection import QUIRKS_DIR, family_quirks_file
 from models.catalog import all_rules
 from qpconform.adapters.identity import driver_family
-from qpconform.engine.quirks import (
-    FEATURES,
-    PROVENANCES,
-    SOURCE,
-    Quirk,
-    Quirks,
-    cites_source,
-)
+from qpconform.engine.quirk_schema import FEATURES, PROVENANCES, SOURCE, cites_source
+from qpconform.engine.quirks import Quirk, Quirks
 from qpconform.engine.records import Divergence
 
 PROFILES = sorted(QUIRKS_DIR.glob("*.toml"))

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from models.enums import QPState, QPType, WCOpcode, WCStatus
 from qpconform.adapters import wire
-from qpconform.adapters.executor import await_host
-from qpconform.adapters.pyverbs_qp import ResourceSet, SetPool
+from qpconform.adapters.executor_ports import await_host
+from qpconform.adapters.pyverbs_sets import ResourceSet, SetPool
 from qpconform.adapters.resources import ResourceStack
 from qpconform.engine.device import AsyncEvent, Completion, DeviceLost, QueryResult
 from qpconform.engine.judge import DivergenceError

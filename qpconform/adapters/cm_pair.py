@@ -33,7 +33,8 @@ from qpconform.adapters.cm_connect import (
     cm_step,
     link_qps,
 )
-from qpconform.adapters.pyverbs_qp import drain_events, open_context
+from qpconform.adapters.pyverbs_qp import drain_events
+from qpconform.adapters.pyverbs_sets import open_context
 from qpconform.adapters.resources import ResourceStack
 
 

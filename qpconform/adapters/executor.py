@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
 import logging
 import os
 import select
@@ -39,13 +38,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from models.enums import Attr, QPType
 from models.operations import Op
 from models.wire import SIDES, Fault, WireSettings
 from qpconform.adapters import inflight, leaks, wire
+from qpconform.adapters.executor_ports import HOST_BOUND, await_host, find_port
 from qpconform.engine.device import Device, DeviceLost, PairDevice, QPHandle, UnsupportedQPType
 
 #: Builds a loopback pair on the executor's device: (qp_type, settings, srq_sides,
@@ -61,9 +60,6 @@ _READ_NOTHING = frozenset({"ping", "stats", "batch", "plain_loop", "guest_machin
 POOL = 4
 #: How often "watch" looks at the CQs (completions have no fd without a channel).
 _WATCH_POLL = 0.002
-#: Seconds a port's executor waits for the host to connect before it gives up (the host
-#: connects its sessions when it starts, or when its benchmark or worker reaches them).
-HOST_BOUND = 600.0
 #: Seconds a reply may wait for the host to take it (a host end that closed: at once).
 REPLY_BOUND = 60.0
 
@@ -339,18 +335,6 @@ def _event_fd(qp: QPHandle) -> int | None:
     return getattr(qp, "event_fd", None)
 
 
-def find_port(name: str) -> str:
-    """The /dev node of the virtio-serial port QEMU named `name` (no udev in the guest:
-    /sys/class/virtio-ports/vportNpM/name says which node it is)."""
-    for entry in glob.glob("/sys/class/virtio-ports/*/name"):
-        if Path(entry).read_text().strip() == name:
-            return "/dev/" + Path(entry).parent.name
-    found = sorted(Path(p).read_text().strip() for p in glob.glob(
-        "/sys/class/virtio-ports/*/name"))
-    raise SystemExit(f"qpconform executor: no virtio-serial port named {name!r} "
-                     f"(the guest has: {', '.join(found) or 'none'}); is virtio_console loaded?")
-
-
 def arguments(prog: str) -> argparse.ArgumentParser:
     """The executor's options (the benchmark's guest half takes the same)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
@@ -505,24 +489,6 @@ def _pairs_on(device: Any, peer: Any = None) -> PairFactory:
                            srq_sides=srq_sides, shared_cq_sides=shared_cq_sides)
 
     return make
-
-
-def await_host(fd: int, bound: float) -> bool:
-    """Wait until the host end of a virtio-serial port is open (the port polls HUP until
-    then, and a write blocks), at most `bound` s: a session the host never reaches (a
-    benchmark that failed, a worker that never started) ends with a message instead of
-    keeping the guest up until it is killed."""
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    deadline = time.monotonic() + bound
-    while True:
-        ready = poller.poll(100)
-        if ready and not ready[0][1] & select.POLLHUP:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        if ready:  # HUP is level-triggered: nap instead of spinning on it
-            time.sleep(0.05)
 
 
 if __name__ == "__main__":

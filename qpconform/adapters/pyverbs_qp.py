@@ -1,15 +1,11 @@
-"""One lone QP on a real device through pyverbs (`PyverbsQP`), and what it is made of.
+"""One lone QP on a real device through pyverbs (`PyverbsQP`).
 
 Each QP has its own Context, PD, CQs and MR (pyverbs' AsyncEvent carries no element:
 the Context whose async fd delivered an event says which QP it belongs to); it is
 created in RESET; a refused verb is an observation (a VerbResult with the errno),
 never an exception; the state always comes from ibv_query_qp. pyverbs_device.py opens
-the device and makes these.
-
-A device opened with a pool (the guest's executor: qpconform/adapters/executor.py) hands a
-plain QP a pooled `ResourceSet` (Context, PD, MR, CQs) that an earlier, destroyed QP used:
-opening them is most of what creating a QP costs under TCG. `SetPool` says when a set is
-fit to be reused.
+the device and makes these; what a QP is made of besides itself, and the pool that lends
+it to the next QP, is pyverbs_sets.py.
 """
 
 from __future__ import annotations
@@ -19,12 +15,12 @@ import functools
 import os
 import select
 import subprocess
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
 from qpconform.adapters import inflight
 from qpconform.adapters import pyverbs_compat as pc
+from qpconform.adapters.pyverbs_sets import QP_DEPTH, ResourceSet, SetPool
 from qpconform.adapters.resources import ResourceStack
 from qpconform.engine.device import (
     AsyncEvent,
@@ -39,11 +35,9 @@ from qpconform.engine.text import ATTR_FIELDS
 
 #: create_qp errnos that mean "this device does not do this QP type".
 UNSUPPORTED_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM, errno.ENOSYS})
-QP_DEPTH = 64
 #: Most completions (per CQ) or events one poll reads: a queue of QP_DEPTH can hold no
 #: more than that many honest entries, so more is already a flood the judge will see.
 MAX_READ = 4 * QP_DEPTH
-MR_SIZE = 4096
 #: enum ibv_wc_flags: the completion carries immediate data (ABI, libibverbs/verbs.h).
 IBV_WC_WITH_IMM = 1 << 1
 SEND_LEN = 16
@@ -51,7 +45,6 @@ RECV_OFFSET = 1024
 RECV_LEN = 512  # room for the 40-byte GRH of UD receives
 DEFAULT_QKEY = 0x11111111
 QUERY_MASK = int(STANDARD_BITS & ~Attr.CAP & ~Attr.ALT_PATH)
-EVENT_FD_LINK = "anon_inode:[infinibandevent]"
 _QP_EVENTS = frozenset({
     EventType.CQ_ERR, EventType.QP_FATAL, EventType.QP_REQ_ERR, EventType.QP_ACCESS_ERR,
     EventType.COMM_EST, EventType.SQ_DRAINED, EventType.PATH_MIG, EventType.PATH_MIG_ERR,
@@ -107,41 +100,6 @@ def _fields_of(attr_type: type) -> tuple[str, ...]:
 def _verb_failure(exc: BaseException) -> VerbResult:
     code = pc.error_code(exc)
     return VerbResult(False, code, f"{type(exc).__name__}: {exc}")
-
-
-def fds_linked_to(target: str) -> set[int]:
-    """This process' fds whose /proc/self/fd link reads `target` (one kind of file)."""
-    found = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") == target:
-                found.add(int(name))
-        except OSError:  # closed while we looked
-            continue
-    return found
-
-
-def _event_fds() -> set[int]:
-    """This process' fds that are uverbs event files (async or completion channel)."""
-    return fds_linked_to(EVENT_FD_LINK)
-
-
-@dataclass
-class _Opened:
-    """A Context and the async-event fd it brought (None if it could not be told apart)."""
-
-    ctx: Any
-    async_fd: int | None
-
-
-def open_context(pv: pc.Pyverbs, name: str, stack: ResourceStack, label: str) -> _Opened:
-    """A new Context on `name`, on `stack` the moment it exists: a timeout or Ctrl-C that
-    lands while its event fd is looked up must not leave it to a traceback (pytest keeps
-    the last one: the run's leak check then counted it, seen in CI)."""
-    before = _event_fds()
-    ctx = stack.push(pv.device.Context(name=name), label)
-    new = _event_fds() - before
-    return _Opened(ctx, new.pop() if len(new) == 1 else None)
 
 
 class GarbageFromDevice(RuntimeError):
@@ -503,143 +461,6 @@ class PyverbsQP:
         lent, self._set = self._set, None
         if lent is not None:
             self.device.pool.give(lent, reuse)
-
-
-class ResourceSet:
-    """A Context (its async fd tells this QP's events apart), a PD, an MR and send and
-    receive CQs: what a QP is made of besides itself (and its SRQ). A QP opens its own on
-    its stack, or borrows one a `SetPool` kept from a destroyed QP. Its own ResourceStack
-    closes it."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.stack = ResourceStack()
-        self.ctx: Any = None
-        self.async_fd: int | None = None
-        self.cqe: dict[str, int] = {}  # ibv_cq.cqe by queue, read when opened
-
-    def open(self, pv: pc.Pyverbs, name: str) -> None:
-        st = self.stack
-        opened = open_context(pv, name, st, "context")
-        self.ctx, self.async_fd = opened.ctx, opened.async_fd
-        self.pd = st.push(pv.pd.PD(self.ctx), "pd")
-        self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
-        self.send_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "send_cq")
-        self.recv_cq = st.push(pv.cq.CQ(self.ctx, QP_DEPTH, None, None, 0), "recv_cq")
-        # ibv_cq.cqe as create_cq returned it (asked QP_DEPTH), read once per set
-        found = {"send": pc.cq_cqe(self.send_cq), "recv": pc.cq_cqe(self.recv_cq)}
-        self.cqe = {k: v for k, v in found.items() if v is not None}
-
-    def lend_to(self, qp: PyverbsQP) -> None:
-        """Make the set's objects the QP's own (a set it opened, or one lent by a pool)."""
-        qp.ctx, qp.async_fd, qp.event_fd = self.ctx, self.async_fd, self.async_fd
-        qp.pd, qp.mr, qp.send_cq, qp.recv_cq = self.pd, self.mr, self.send_cq, self.recv_cq
-        qp.cqe = dict(self.cqe)
-
-    def clean(self) -> bool:
-        """Is the set fit for a new QP: nothing left on its CQs, no event pending on its
-        Context? Whatever is there belongs to a QP destroyed earlier (the kernel drops a
-        destroyed QP's unread events, ib_uverbs_release_uevent(), and its tasks are
-        stopped: nothing of it comes later), so it must not reach the next QP's ledger,
-        where a reused wr_id could match it. A set with anything left is closed instead,
-        which is what closing it at destroy did to it before: unseen, unjudged, and never
-        blamed on another QP. A Context whose async fd could not be told apart is never
-        reused (its pending events cannot be checked)."""
-        if self.async_fd is None:
-            return False
-        for cq in (self.send_cq, self.recv_cq):
-            count, _wcs = cq.poll(num_entries=1)
-            if count:
-                return False
-        return not select.select([self.async_fd], [], [], 0.0)[0]
-
-    def close(self) -> None:
-        self.stack.close()
-
-
-class SetPool:
-    """Resource sets of destroyed QPs, lent again to new plain QPs of one device.
-
-    Every set is on the device's ResourceStack from the moment it exists, so closing the
-    device (at the end, on failure, on Ctrl-C) closes the free ones and the lent ones
-    (after their QPs: a QP is always pushed after the set it borrows). At most `keep`
-    free sets are kept; a set that is not clean when it is taken is closed, never lent.
-    """
-
-    def __init__(self, pv: pc.Pyverbs, name: str, stack: ResourceStack, keep: int) -> None:
-        self.pv, self.name, self.stack, self.keep = pv, name, stack, keep
-        self.free: list[ResourceSet] = []
-        self._serial = 0
-        self.opened = self.reused = self.discarded = 0  # what the pool saved (stats)
-
-    def take(self) -> ResourceSet:
-        """A clean free set, else a new one."""
-        while self.free:
-            found = self.free.pop()
-            if found.clean():
-                self.reused += 1
-                return found
-            self.discard(found)
-        self._serial += 1
-        made = self.stack.push(ResourceSet(f"set#{self._serial}"), f"set#{self._serial}")
-        try:
-            made.open(self.pv, self.name)
-        except BaseException:
-            self.discard(made)
-            raise
-        self.opened += 1
-        return made
-
-    def give(self, lent: ResourceSet, reuse: bool) -> None:
-        """A QP is done with `lent`: kept for the next one if `reuse` and there is room."""
-        if reuse and len(self.free) < self.keep and not self.stack.closed:
-            self.free.append(lent)
-        else:
-            self.discard(lent)
-
-    def discard(self, lent: ResourceSet) -> None:
-        self.stack.forget(lent.label)
-        self.discarded += 1
-        lent.close()
-
-
-class SharedCQQP(PyverbsQP):
-    """A QP on another QP's Context, PD, send and receive CQs: a pair end's bystander
-    (engine.device.Bystander). It has an MR of its own for its receive buffers; it polls
-    nothing and reads no event (the owner's poll and async fd carry both); it is
-    destroyed before its owner's CQs (PyverbsEnd pushes it on its own stack)."""
-
-    def __init__(self, owner: PyverbsQP) -> None:
-        self.owner = owner
-        super().__init__(owner.device, owner.qp_type, serial=0)
-        self.label = f"{owner.label}:bystander"
-
-    def _create(self) -> None:
-        pv, st, owner = self._pv, self._stack, self.owner
-        self.ctx, self.async_fd, self.event_fd = owner.ctx, None, None
-        self.pd = owner.pd
-        self.mr = st.push(pv.mr.MR(self.pd, MR_SIZE, pc.const("IBV_ACCESS_LOCAL_WRITE")), "mr")
-        self.send_cq, self.recv_cq = owner.send_cq, owner.recv_cq
-        self.qp = st.push(self._new_qp(), "qp")
-
-    def poll(self) -> list[Completion]:
-        """Nothing: the owner's poll drains the CQs they share."""
-        return []
-
-    def events(self, timeout: float) -> list[AsyncEvent]:
-        """Nothing: events arrive on the owner's Context."""
-        return []
-
-    def destroy(self) -> None:
-        """Destroy the QP and its MR (never the owner's CQs, PD or Context); idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        self._stack.close()
-
-    def close(self) -> None:
-        """ResourceStack's name for destroy."""
-        self.destroy()
 
 
 def _set(obj: Any, key: str, value: int) -> None:

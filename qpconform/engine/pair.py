@@ -59,7 +59,8 @@ from .pair_parked import ParkedPair
 from .pair_post import Posting
 from .pair_wire import WireSteps
 from .park import AFTER_END, Park
-from .quirks import SENDS_WAIT_FOR_DOORBELL, Quirk, Quirks
+from .quirk_schema import SENDS_WAIT_FOR_DOORBELL
+from .quirks import Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .shared_cq import SharedCQ
 from .timing import TIMER, WIDEN_MARGIN, DeliveryLog

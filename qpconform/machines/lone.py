@@ -33,7 +33,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from models.attributes import DeviceCaps
 from models.enums import STATES, Attr, QPState, QPType
 from models.reach import reachable_states
 from models.variant import LINUX, Variant
@@ -44,9 +43,10 @@ from qpconform.engine.lone import MUST_WAIT, CheckedQP, Checker, Unreachable
 from qpconform.engine.park import Park
 from qpconform.engine.quirks import Quirks
 from qpconform.engine.records import Divergence, DivergenceList
-from qpconform.engine.text import C_FIELD_BITS, mask_fields, masked_attrs
+from qpconform.engine.text import masked_attrs
 from qpconform.engine.timing import DeliveryLog
 from qpconform.machines.fills import draw_fills
+from qpconform.machines.modify_draws import ALL_BITS, SHAPES, boundary_values, in_mask, mask_of
 from qpconform.machines.stops import deliver_pending
 
 #: Where run_machine hands each divergence it keeps; `minimal` marks the shrunk unknown one.
@@ -54,41 +54,8 @@ KeepDivergence = Callable[[Divergence, bool], "Divergence | None"]
 
 S = QPState
 
-#: Every defined mask bit, plus two the kernel does not define (must be EOPNOTSUPP).
-ALL_BITS: tuple[int, ...] = (*(int(b) for b in Attr), 1 << 21, 1 << 26)
 START_STATES = (S.RESET, S.INIT, S.RTR, S.RTS)
 BATCH = 10  # examples per batch when a time budget is spent
-SHAPES = ("exact", "optional", "missing", "extra", "cur_right", "cur_wrong", "no_state")
-
-
-def boundary_values(field: str, caps: DeviceCaps) -> list[int]:
-    """Edge values of a field, valid and just out of range (models.attributes rules)."""
-    ports = [caps.phys_port_cnt, 0, caps.phys_port_cnt + 1]
-    psn = [0xFFFFFF, 0x1000000, 0xFFFFFFFF]
-    values = {
-        "port_num": ports,
-        "ah_port_num": ports,
-        "alt_port_num": ports,
-        "pkey_index": [caps.pkey_tbl_len - 1, caps.pkey_tbl_len],
-        # in-range GID entries may be empty: only the first index past the table is tried
-        "ah_sgid_index": [caps.gid_tbl_len],
-        "path_mtu": [1, int(caps.max_mtu), int(caps.active_mtu), 0, int(caps.max_mtu) + 1],
-        "timeout": [0, 31, 32, 255],
-        "alt_timeout": [0, 31, 32],
-        "retry_cnt": [0, 7, 8],
-        "rnr_retry": [0, 7, 8],
-        "min_rnr_timer": [0, 31, 32],
-        "sq_psn": psn,
-        "rq_psn": psn,
-        "dest_qp_num": [0xFFFFFF, 0x1000000],
-        "max_rd_atomic": [0, caps.max_qp_init_rd_atom, caps.max_qp_init_rd_atom + 1],
-        "max_dest_rd_atomic": [0, caps.max_qp_rd_atom, caps.max_qp_rd_atom + 1],
-        "qp_access_flags": [0, 15, 16],
-        "qkey": [0, 0x80000000, 0xFFFFFFFF],
-        "en_sqd_async_notify": [0, 1],
-        "path_mig_state": [0, 1, 2],
-    }.get(field, [])
-    return [v for v in values if 0 <= v < 1 << C_FIELD_BITS.get(field, 32)]
 
 
 @dataclass(frozen=True)
@@ -189,7 +156,7 @@ class QPMachine(RuleBasedStateMachine):
         optional = [b for b in Attr if b & entry.optional and b != Attr.CUR_STATE]
         cur = qp.model.state
         if shape in ("optional", "no_state") and optional:
-            mask |= _bits(data.draw(st.sets(st.sampled_from(optional)), label="optional"))
+            mask |= mask_of(data.draw(st.sets(st.sampled_from(optional)), label="optional"))
         if shape == "no_state":
             mask &= ~Attr.STATE
         elif shape == "missing" and entry.required:
@@ -248,7 +215,7 @@ class QPMachine(RuleBasedStateMachine):
             f
             for f in attrs
             if f not in ("qp_state", "cur_qp_state")
-            and _in_mask(f, mask)
+            and in_mask(f, mask)
             and boundary_values(f, self.device.caps)
         ]
         if fields and data.draw(st.booleans(), label="boundary"):
@@ -314,14 +281,6 @@ class QPMachine(RuleBasedStateMachine):
         finally:
             if not self.checker.parked:
                 self.checker.close()
-
-
-def _bits(bits: Any) -> Attr:
-    return Attr(sum(int(b) for b in bits))
-
-
-def _in_mask(field: str, mask: Attr) -> bool:
-    return field in mask_fields(int(mask))
 
 
 def machine_settings(**overrides: Any) -> settings:
