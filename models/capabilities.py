@@ -1,7 +1,7 @@
 """A device's optional features at a glance: what its variant allows, less what it lacks.
 
 The features are the ones a quirk entry may say a device lacks (`feature = "SQD"` in
-fixtures/quirks/*.toml, checked by qpconform/engine/quirks.py); the report lists them
+fixtures/quirks/*.toml, checked by qpconform/engine/quirk_schema.py); the report lists them
 (reports/qualification.py). A variant rules some out by itself: an iWARP RNIC has RC QPs
 only, and no alternate paths or rate limit (models/variant.py).
 """

@@ -3,7 +3,7 @@
 `variant_rules` is every rule one variant's model can consult (a report's
 catalogue and coverage, reports/qualification.py); `all_rules` is every rule a
 divergence record can name (the check of the quirk files' rule globs,
-qpconform/engine/quirks.py). Both are built from the `RULES` tuple each model
+tests/test_quirk_profiles.py). Both are built from the `RULES` tuple each model
 module declares, the transition table, the value rules and what the model says
 about every post.
 

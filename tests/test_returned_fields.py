@@ -13,11 +13,13 @@ import pytest
 
 from models import returned
 from models.enums import QPState, QPType
+from models.variant import LINUX
 from qpconform.adapters import wire
 from qpconform.engine.device import Created, QueryResult
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.lone import Checker
 from qpconform.engine.quirks import Quirk, Quirks
+from suites import test_transitions as transitions_suite
 from tests.fake_device import ASKED_CAP, FakeDevice
 from tests.rule_log import RuleLog
 
@@ -145,3 +147,23 @@ def test_the_adapter_reads_what_pyverbs_shows() -> None:
     assert pc.init_cap(object()) == {}
     assert pc.cq_cqe(_CQ()) == 127
     assert pc.cq_cqe(object()) is None
+
+
+@pytest.mark.parametrize("faults", [(), ("cur_state_stale",)], ids=["clean", "stale"])
+def test_the_cur_state_suite_case_finds_a_stale_cur_qp_state(faults: tuple[str, ...]) -> None:
+    """suites/test_transitions.py's CUR_STATE case on the fake: clean it passes; with a
+    cur_qp_state left at the state before the last modify (RTS, read in RESET) it fails
+    under query.cur_qp_state, so the ci profile meets the rxe 6.1 quirk every run."""
+    case = transitions_suite.test_query_after_a_modify_that_carried_cur_state
+    log = RuleLog()
+    checker = Checker(FakeDevice(faults), recorder=log, sink=log, settle_window=0.0,
+                      must_wait=0.0)
+    try:
+        if not faults:
+            case(checker, QPType.RC, [QPType.RC], LINUX)
+            assert log.rules[returned.CUR_STATE.id] > 0
+            return
+        with pytest.raises(DivergenceError, match=r"query\.cur_qp_state"):
+            case(checker, QPType.RC, [QPType.RC], LINUX)
+    finally:
+        checker.close()

@@ -27,7 +27,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 a caller passes (a run's: reports/divergence.py DivergenceStore),
                 DivergenceList (in memory)
     judge.py    known or unknown: quirks, sink, run recorder, DivergenceError
-    quirks.py   quirk profiles (TOML) and how a quirk matches a divergence
+    quirks.py   a run's quirk profile and how a quirk matches a divergence;
+                quirk_schema.py: the profile format and its parser
     hazards.py  verbs a known driver bug turns into a crash: not sent (HazardAvoided)
     text.py     the words of every record (masks, errnos, expectations)
     lone.py     rule set for QPs without a peer: Checker / CheckedQP (the sweeps,
@@ -37,13 +38,27 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     returned.py  the lone QP's returned values: create_qp's written-back caps, its
                 CQs' cqe, query_qp's caps and cur_qp_state (models/returned.py)
     pair.py     rule set for connected pairs and the wire: PairHarness (the
-                traffic suites, the traffic machine); connect.py: bring-up values
-    pair_follow.py  PairHarness's state comparison and how it follows a device a
-                quirk covers (drains ended early or late, sends that wait for the doorbell)
-    shared_cq.py  PairHarness's bystander QPs on an end's CQs and the routing of every
-                completion by qp_num (several QPs on one CQ)
-    memory.py   PairHarness's guard bands: the target MRs' bytes against
-                models/access.py after every settle and quiet window
+                traffic suites, the traffic machine), the engine hooks it overrides,
+                and the parts it composes; connect.py: bring-up values
+    pair_post.py  Posting (harness.post): sends, receives, SRQ receives and the
+                inline cap, each booked on the wire
+    pair_life.py  Lifecycle (harness.lifecycle): connect, bring-up, reset,
+                destroy and re-create an end, resync after a reconnect
+    pair_wire.py  WireSteps (harness.wire): run the model's wire steps and book
+                what each one makes due on both ends
+    pair_judgement.py  CompletionJudgement (harness.judgement): "may" choices read
+                from a completion (byte_len, status) and fills a WR may carry
+    pair_parked.py  ParkedPair (harness.parkable): a pair still observed after its
+                example ended
+    pair_follow.py  PairFollowing (harness.follow): the ends' states against the
+                model, and how it follows a device a quirk covers (drains ended early
+                or late, sends that wait for the doorbell)
+    shared_cq.py  SharedCQ (harness.shared): bystander QPs on an end's CQs and the
+                routing of every completion by qp_num (several QPs on one CQ)
+    too_long.py  TooLongChoice (harness.too_long): a UC/UD message longer than the
+                receive, the device's choice learnt and then held
+    memory.py   MemoryGuards (harness.memory): the target MRs' bytes and guard bands
+                against models/access.py after every settle and quiet window
 
 models/ says what must happen (never imports the engine); reports/ turns the
 engine's records into reports; qpconform/adapters/ implements the device protocol

@@ -3,7 +3,7 @@
 Some bugs do not diverge, they corrupt kernel memory: rxe on Linux 6.1 writes past an
 array when a modify grows max_dest_rd_atomic, and the guest's kernel oopses then or
 later. A run that sends such a verb ends with a lost device and says nothing about the
-rest. A quirk entry with `hazard = NAME` (qpconform/engine/quirks.py) names the condition
+rest. A quirk entry with `hazard = NAME` (qpconform/engine/quirk_schema.py) names the condition
 here under which the engine does not send the verb: it records a known divergence of
 kind "hazard" (the verb is not checked on this device: the report lists it under the
 entry) and raises `HazardAvoided`, so the caller skips the step (a machine's rule does
@@ -73,7 +73,7 @@ def grows_max_dest_rd_atomic(
     return reaches_driver(state, attrs, mask, qp_type)
 
 
-#: Every name of quirks.HAZARDS and its condition (a test checks they agree).
+#: Every name of quirk_schema.HAZARDS and its condition (a test checks they agree).
 CONDITIONS: dict[str, Condition] = {
     "grows_max_dest_rd_atomic": Condition(grows_max_dest_rd_atomic, ("max_dest_rd_atomic",)),
 }

@@ -26,6 +26,11 @@ from .ledger import Because
 from .quirks import reads_wrong
 
 S = QPState
+#: Seconds a drain with nothing in flight gets to end before sq_draining=1 is a divergence.
+#: The drain must end, so it gets a must-wait bound like a lone QP's due completions; the
+#: wire's error bound (0.5 s at the default settings) measures retries, not a drain the
+#: device's scheduler runs late.
+DRAIN_BOUND = 2.0
 
 
 @dataclass
@@ -65,7 +70,7 @@ class PairFollowing:
             side = track.side
             assert side is not None
             got = self.h.dev.end(side).query()
-            deadline = time.monotonic() + self.h.bound
+            deadline = time.monotonic() + max(self.h.bound, DRAIN_BOUND * self.h.time_scale)
             while (
                 got.state == S.SQD == track.model.state
                 and got.sq_draining
