@@ -26,6 +26,7 @@ from models import (
     outside_mask,
     pair_checks,
     pair_rules,
+    qkey,
     readback,
     returned,
     rules,
@@ -104,8 +105,8 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, outside_mask,
-                   unused_fields, returned):
+    for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, qkey,
+                   outside_mask, unused_fields, returned):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -229,6 +230,7 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.UC_QP_RIGHTS.id: RuleScope(frozenset({QPType.UC})),
         access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        qkey.MISMATCH.id: RuleScope(frozenset({QPType.UD})),
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device

@@ -55,7 +55,9 @@ QP_ATTR: tuple[Field, ...] = (
             "it (efa); the choice is recorded"),
     _f("ibv_qp_attr", "path_mtu", _Q, *_READBACK),
     _f("ibv_qp_attr", "path_mig_state", _Q, reason=_not(_APM)),
-    _f("ibv_qp_attr", "qkey", _Q, *_READBACK),
+    _f("ibv_qp_attr", "qkey", _Q, *_READBACK, "pair.ud.qkey.mismatch",
+       note="read back on every query_qp; and in force on a UD pair: a datagram naming "
+            "another Q_Key is dropped by the responder (models/qkey.py)"),
     _f("ibv_qp_attr", "rq_psn", _Q, *_READBACK, "attr.psn.masked"),
     _f("ibv_qp_attr", "sq_psn", _Q, *_READBACK, "attr.psn.masked"),
     _f("ibv_qp_attr", "dest_qp_num", _Q, *_READBACK),

@@ -14,7 +14,7 @@ import errno
 from collections.abc import Mapping
 from dataclasses import replace
 
-from models import access
+from models import access, qkey
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
 from models.operations import (
     ATOMIC_DELIVERED,
@@ -164,7 +164,7 @@ class PairModel:
             if self.iwarp or op not in foreign_ops(self.qp_type) or fault is not Fault.NONE:
                 raise ValueError(f"{self.qp_type.name} carries no {op.name}")
             return self._post_foreign(side, wr_id, op, signaled)
-        check_plantable(op, fault, inline)
+        check_plantable(op, fault, inline, self.qp_type)
         if fault is Fault.NONE and not self.judgeable(side, op):  # (a fault: never sent)
             raise ValueError("the model posts no RC WRITE with immediate to a QP without "
                              "REMOTE_WRITE (the responder's order of checks decides it)")
@@ -337,6 +337,8 @@ class PairModel:
             if reliable:
                 return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
+        if fault is Fault.BAD_QKEY:  # UD: the responder's Q_Key check, before anything
+            return qkey.MISMATCH, WCStatus.SUCCESS, "drop"
         if self.lacks(peer_side, op):  # the QP's own rights: before any key (rule text)
             if reliable:
                 return access.RC_QP_RIGHTS, access.QP_RIGHTS_STATUSES[0], "qp_refused"

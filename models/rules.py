@@ -476,6 +476,7 @@ IWARP_NEVER_CONSULTS = frozenset(
         "pair.rc.recv_too_short",
         "pair.rc.recv_bad_lkey",
         "pair.unreliable.recv_too_short",  # iWARP has no UC or UD
+        "pair.ud.qkey.mismatch",  # nor Q_Keys
         # a receive's byte_len: the iWARP pair model (models/iwarp_pair.py) books none yet
         # (issue 45; docs/fields.md), and iWARP has no WRITE with immediate
         "pair.wc.byte_len",

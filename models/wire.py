@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from models import access
-from models.enums import EventType
+from models import access, qkey
+from models.enums import EventType, QPType
 from models.operations import Op
 from models.outcomes import Expectation
 from models.pair_rules import NO_EVENT_ON_COMPLETION_ERROR
@@ -23,6 +23,7 @@ class Fault(StrEnum):
     NONE = "none"
     BAD_LKEY = "bad_lkey"  # the local SGE names a key that is not ours
     BAD_RKEY = "bad_rkey"  # an RDMA WRITE or READ names a remote key the responder lacks
+    BAD_QKEY = "bad_qkey"  # a UD SEND names a Q_Key not the responder QP's (models/qkey.py)
     INLINE_OVER_CAP = "inline_over_cap"  # posted inline, one byte more than max_inline_data
     MISALIGNED = "misaligned"  # an atomic to a remote address 4 bytes off 8-byte alignment
     # A valid rkey of one of the responder's target MRs (models/access.py window_of):
@@ -47,9 +48,12 @@ _TARGETED = frozenset({Fault.GRANTED, Fault.AT_END, Fault.PAST_END, Fault.NO_RIG
                        Fault.OTHER_PD})
 
 
-def check_plantable(op: Op, fault: Fault, inline: bool) -> None:
-    """Raise ValueError for a WR the model cannot judge: `fault` planted on an operation it
-    does not apply to, or an `inline` post of an operation that carries no data out."""
+def check_plantable(op: Op, fault: Fault, inline: bool, qp_type: QPType | None = None) -> None:
+    """Raise ValueError for a WR the model cannot judge: `fault` planted on an operation (or
+    QP type) it does not apply to, or an `inline` post of an operation that carries no data
+    out."""
+    if fault is Fault.BAD_QKEY:
+        qkey.check_plantable(qp_type, op, inline)
     if fault is Fault.BAD_RKEY and (not op.remote or op.consumes_recv):
         # With immediate data a bad rkey may meet an empty receive queue too: which error
         # wins is the responder's order of checks (rxe: the receive first, RNR), which

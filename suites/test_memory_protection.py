@@ -6,7 +6,8 @@ registered without the right the operation needs, or in an MR of another PD (ref
 RC: a refused request completes with REM_ACCESS_ERR and both ends enter ERR; UC: a
 refused WRITE is dropped and consumes no receive; iWARP: the data sink terminates. After
 every step the target MRs' bytes are compared (the guard bands): nothing moves outside
-a granted window, nothing in a refused one. UD carries no RDMA: it has no case here.
+a granted window, nothing in a refused one. UD carries no RDMA: its protection is the
+Q_Key (models/qkey.py), the last cases here.
 
 The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
 modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
@@ -169,4 +170,18 @@ def test_uc_qp_without_remote_write(make_pair, op, connected):
     h.post.send("a", Op.SEND)
     _qp_flags(h, "b", UC_FULL)
     h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.quiet()
+
+
+# ------------------------------------------------------------------------------ Q_Keys
+@pytest.mark.parametrize("op", [Op.SEND, Op.SEND_WITH_IMM], ids=str)
+def test_ud_send_with_a_wrong_qkey(make_pair, op):
+    """UD: a datagram naming a Q_Key not the responder QP's is dropped silently: the send
+    completes SUCCESS, both ends stay in RTS, no event, the receive is not consumed; the
+    near miss, the next datagram with the right Q_Key, takes that receive."""
+    h = make_pair(QPType.UD)
+    h.post.recv("b")
+    h.post.send("a", op, Fault.BAD_QKEY)
+    h.quiet()
+    h.post.send("a", op)
     h.quiet()

@@ -209,6 +209,9 @@ _TOO_LONG_AS_ERROR = ("too_long_error", "too_long_succeeds", "too_long_error_sta
 ACCESS_FAULTS = ("write_without_right", "write_one_past", "write_lost", "qp_rights_ignored",
                  "qp_rights_wrong_status", "qp_rights_as_invalid_request",
                  "qp_rights_inconsistent")
+#: A fault of the Q_Key check (models/qkey.py; FakeEnd.post_send): the responder takes a
+#: UD datagram whatever Q_Key it carries.
+QKEY_FAULTS = ("qkey_ignored",)
 #: The requester's status of a refusal by the QP's access flags, per planted fault.
 _QP_RIGHTS_STATUS = {
     "qp_rights_wrong_status": WCStatus.REM_OP_ERR,
@@ -352,6 +355,8 @@ class FakeEnd:
             self.pair.model.burst = {}  # READs since the last poll: outstanding together
         if fault is Fault.MISALIGNED and self.pair.fault == "misaligned_atomic_executes":
             fault = Fault.NONE
+        if fault is Fault.BAD_QKEY and self.pair.fault == "qkey_ignored":
+            fault = Fault.NONE  # delivered as if its Q_Key were the peer's
         if fault is Fault.NO_RIGHT and op is Op.RDMA_WRITE and (
             self.pair.fault == "write_without_right"
         ):  # the responder skips the rights check: the WRITE lands in the MR without them
@@ -540,7 +545,7 @@ class FakePair:
             *WC_FIELD_FAULTS,
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
-                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS)
+                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS, *QKEY_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp

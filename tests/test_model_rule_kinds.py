@@ -99,6 +99,8 @@ def _pair_rules() -> Iterator[Rule]:
                         continue
                     if fault is Fault.MISALIGNED:
                         continue  # (a misaligned atomic: below)
+                    if fault is Fault.BAD_QKEY and (op, qp_type) != (Op.SEND, QPType.UD):
+                        continue  # a wrong Q_Key: a UD SEND's
                     if op is Op.RDMA_WRITE and qp_type == QPType.UD:
                         continue
                     for with_recv in (False, True):

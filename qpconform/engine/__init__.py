@@ -6,9 +6,9 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     device.py   the device protocol: Device / QPHandle (lone QPs), PairDevice /
                 PairEnd (connected pairs), and what is observed (VerbResult,
                 Completion, AsyncEvent, QueryResult, Created)
-    ledger.py   per QP: what is due, required, forbidden or never to run, each
-                with the rule and step behind it; one classification of every
-                completion
+    ledger.py   per QP: what is due, required, forbidden, never to run or kept
+                (a receive a dropped datagram met), each with the rule and step
+                behind it; one classification of every completion
     track.py    Track: one QP under comparison (handle, model, ledger, step log,
                 owed windows, history)
     core.py     Engine: the state every part shares and the hooks a rule set

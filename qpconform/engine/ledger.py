@@ -147,6 +147,9 @@ class Ledger:
     done: dict[int, Because] = field(default_factory=dict)
     excused: set[int] = field(default_factory=set)  # missing, a quirk allowed it: may come late
     silent: dict[int, Because] = field(default_factory=dict)  # unsignaled, done, not retired
+    #: Receives a dropped message met (models/qkey.py KEEPS_RECEIVE): they stay posted, so
+    #: a completion of one nothing made due is the drop's rule broken.
+    kept: dict[int, Because] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------- booking
     def expect(
@@ -185,6 +188,10 @@ class Ledger:
         for e in events:
             self.forbidden[e] = Because(rule, origin)
 
+    def keep(self, wr_id: int, because: Because) -> None:
+        """Receive `wr_id` must stay posted: a message `because` dropped met it."""
+        self.kept[wr_id] = because
+
     def note_never_run(self, wr_ids: set[int], exp: Expectation, origin: int) -> None:
         """WRs the model now says never run; the first verb that said so is their reason."""
         for wr in wr_ids - self.never.keys():
@@ -222,6 +229,9 @@ class Ledger:
             return Finding(Found.ORDER, self.done[wc.wr_id], expected, hit)
         if wc.wr_id in self.done:
             return Finding(Found.DUPLICATE, self.done[wc.wr_id], f"wr {wc.wr_id} completes once")
+        if wc.queue == "recv" and wc.wr_id in self.kept:
+            return Finding(Found.NEVER, self.kept.pop(wc.wr_id),
+                           f"receive {wc.wr_id} stays posted: the message that met it was dropped")
         return Finding(Found.UNKNOWN, expected="due: " + (self.due_text() or "nothing"))
 
     def _silent(self, wc: Completion) -> Finding:

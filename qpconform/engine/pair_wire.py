@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import iwarp_pair
+from models import iwarp_pair, qkey
 from models.enums import QPType
 from models.operations import with_src_qp
 from models.outcomes import Expectation, Outcome
@@ -121,3 +121,14 @@ class WireSteps:
                     h.ends[side].moved(exp.state_before, h.model.qp(side).state, origin)
             for side, events in ws.forbidden.items():
                 h.ends[side].ledger.forbid(events, ws.forbidden_rule, origin)
+            self._keep_met(ws, origin)
+
+    def _keep_met(self, ws: WireStep, origin: int) -> None:
+        """A message dropped by a rule that leaves the receive it met posted (a wrong Q_Key):
+        that receive, the peer's oldest, must not complete by it."""
+        peer = self.h.model.peer_of(ws.requester)
+        if ws.rule.id not in qkey.KEEPS_RECEIVE or peer in self.h.model.gone:
+            return
+        receives = self.h.model.qp(peer).receives()
+        if receives:
+            self.h.ends[peer].ledger.keep(receives[0], Because(ws.rule, origin))

@@ -67,6 +67,12 @@ def typed_rule(draws: Draws) -> Callable[[F], F]:
     return mark
 
 
+def _qkey_draw(qp_type: QPType) -> dict[str, st.SearchStrategy[bool]]:
+    """UD's exchange also draws whether its SEND names a wrong Q_Key (no other type has
+    one: their draws stay as they were)."""
+    return {"wrong_qkey": st.booleans()} if qp_type is QPType.UD else {}
+
+
 def _reads_and_atomics(qp_type: QPType) -> list[Op]:
     return [o for o in ops_for(qp_type) if o is Op.RDMA_READ or o.atomic] or [Op.SEND]
 
@@ -188,17 +194,23 @@ class TrafficMachine(PairMachine):
             self.h.post.recv(side, bad_lkey=True)
 
     @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(ops_for(t)),
-                           "unused": WR_FILLS, "inline": st.booleans()})
-    def exchange(self, side: str, op: Op, unused: str, inline: bool) -> None:
+                           "unused": WR_FILLS, "inline": st.booleans(), **_qkey_draw(t)})
+    def exchange(
+        self, side: str, op: Op, unused: str, inline: bool, wrong_qkey: bool = False
+    ) -> None:
         """The peer posts a receive, then `side` posts `op`: traffic as applications
         run it (a receive waiting), so each operation's completions are compared at
         both ends, not only its errors (the unused fields filled as drawn; inline when
         drawn and it can be: an inline SEND's received bytes are compared only here
-        and after a `post_recv`, which `post_send` alone meets rarely)."""
+        and after a `post_recv`, which `post_send` alone meets rarely). On UD, drawn
+        (fault "bad_qkey"), a SEND names a wrong Q_Key: the peer drops it, and its
+        receive waits for the next datagram (models/qkey.py)."""
         if self._state(side) in _SENDABLE and can_post(self.h, side, op):
-            inline = inline and op.inlinable and self.h.post.can_inline(side)
+            wrong_qkey = wrong_qkey and "bad_qkey" in self.faults
+            inline = inline and op.inlinable and self.h.post.can_inline(side) and not wrong_qkey
             self.h.post.recv(self.h.model.peer_of(side))
-            self.h.post.send(side, op, unused=unused, inline=inline)
+            fault = Fault.BAD_QKEY if wrong_qkey else Fault.NONE
+            self.h.post.send(side, op, fault, unused=unused, inline=inline)
 
     @typed_rule(lambda t: {"side": SIDES, "ops": batch(ops_for(t))})
     def post_batch(self, side: str, ops: list[Op]) -> None:
