@@ -31,6 +31,7 @@ from models import (
     rules,
     shared_cq,
     srq,
+    srq_sizes,
     unused_fields,
     uverbs,
 )
@@ -105,7 +106,7 @@ def variant_rules(
         for rule in uverbs.RULES:
             add(rule)
     for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, outside_mask,
-                   unused_fields, returned):
+                   unused_fields, returned, srq_sizes):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -230,7 +231,8 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }
-    for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
+    for rule in (*srq.RULES, *srq_sizes.RULES):  # an SRQ's QP: every connected type, on a
+        # device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device
             scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, frozenset({"SRQ"})))
     for rule in shared_cq.RULES:  # a pair's CQs (an end's shared with its bystander)

@@ -1,0 +1,96 @@
+"""Self-tests of an SRQ's returned sizes and limit and its resize (models/srq_sizes.py,
+qpconform/engine/srq_sizes.py) on the fake pair: a clean fake passes each scenario, and each
+planted fault of tests/fake_srq.py is caught with its rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from models import srq_sizes
+from models.enums import QPType
+from models.operations import Op
+from qpconform.engine.pair import PairHarness
+from tests.fake_pair import connected_fake, scenario_divergence
+
+ALL = [QPType.RC, QPType.UC, QPType.UD]
+SRQ_B = frozenset({"b"})
+
+
+def _query(h: PairHarness) -> None:
+    """create_srq's write-back and one query_srq."""
+    h.srq_sizes.check("b")
+
+
+def _limit(h: PairHarness) -> None:
+    """The limit armed at 3 over 4 receives (read back armed), then fired by two SENDs and
+    read back again."""
+    for _ in range(4):
+        h.post.srq_recv("b")
+    h.post.arm_srq("b", 3)
+    h.post.send("a", Op.SEND)
+    h.post.send("a", Op.SEND)
+    h.quiet(0.01)
+    h.srq_sizes.check("b")
+
+
+def _grow(h: PairHarness) -> None:
+    """Two receives held, the SRQ resized to 128 then back to 8; a SEND takes one."""
+    h.post.srq_recv("b")
+    h.post.srq_recv("b")
+    h.srq_sizes.resize("b", 128)
+    h.srq_sizes.resize("b", 8)
+    h.post.send("a", Op.SEND)
+
+
+def _below(h: PairHarness) -> None:
+    """Four receives held, a resize to 2: refused (or room for all four kept)."""
+    for _ in range(4):
+        h.post.srq_recv("b")
+    h.srq_sizes.resize("b", 2)
+    h.post.send("a", Op.SEND)
+
+
+SCENARIOS = [_query, _limit, _grow, _below]
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__.strip("_"))
+def test_clean_fake_srq_sizes_have_no_divergence(qp_type: QPType, scenario: Callable) -> None:
+    h = connected_fake(qp_type, srq_sides=SRQ_B)
+    scenario(h)
+    h.quiet(0.01)
+    assert h.known == []
+
+
+#: (planted fault, scenario, rule)
+PLANTED = [
+    ("srq_create_short", _query, srq_sizes.CREATE_AT_LEAST),
+    ("srq_query_short", _query, srq_sizes.QUERY_SIZE),
+    ("srq_limit_unread", _limit, srq_sizes.QUERY_LIMIT),
+    ("srq_limit_after_fire", _limit, srq_sizes.QUERY_LIMIT_FIRED),
+    ("srq_resize_refused", _grow, srq_sizes.RESIZE),
+    ("srq_resize_below_held", _below, srq_sizes.RESIZE_BELOW_HELD),
+    ("srq_failed_resize_changes", _below, srq_sizes.FAILED_UNCHANGED),
+]
+
+
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+@pytest.mark.parametrize(("fault", "scenario", "rule"), PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_srq_size_fault_is_caught(fault, scenario, rule, qp_type) -> None:
+    record = scenario_divergence(connected_fake(qp_type, fault, srq_sides=SRQ_B), scenario)
+    assert (record.kind, record.rule_id) == ("readback", rule.id)
+
+
+def test_no_resize_is_sent_to_a_device_without_the_feature() -> None:
+    h = connected_fake(QPType.RC, srq_sides=SRQ_B)
+    h.device_identity["srq_resize"] = "no"
+    with pytest.raises(ValueError, match="IBV_DEVICE_SRQ_RESIZE"):
+        h.srq_sizes.resize("b", 128)
+
+
+def test_the_limit_read_back_after_it_fired_may_be_zero_or_the_limit() -> None:
+    assert srq_sizes.limit_allowed(3, fired=True) == {0, 3}
+    assert srq_sizes.limit_allowed(3, fired=False) == {3}
+    assert srq_sizes.limit_rule(True) is srq_sizes.QUERY_LIMIT_FIRED
