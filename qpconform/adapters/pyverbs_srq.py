@@ -15,14 +15,12 @@ from qpconform.engine.device import SrqCreated, VerbResult
 
 #: What create_srq is asked (struct ibv_srq_attr): as deep as a QP's own receive queue.
 ASKED = {"max_wr": QP_DEPTH, "max_sge": 1}
-#: The ibv_srq_attr fields query_srq reports.
-FIELDS = ("max_wr", "max_sge", "srq_limit")
 
 
-def written_back(asked: dict[str, int], init: Any) -> SrqCreated | None:
+def written_back(asked: dict[str, int], srq_init: Any) -> SrqCreated | None:
     """What create_srq wrote back into its SrqInitAttr (None: this pyverbs hides it)."""
     try:
-        returned = {f: int(getattr(init, f)) for f in asked}
+        returned = {"max_wr": int(srq_init.max_wr), "max_sge": int(srq_init.max_sge)}
     except AttributeError:
         return None
     return SrqCreated(asked=dict(asked), returned=returned)
@@ -31,10 +29,11 @@ def written_back(asked: dict[str, int], init: Any) -> SrqCreated | None:
 def query(srq: Any, pv: Any) -> dict[str, int] | None:
     """query_srq: max_wr, max_sge and srq_limit (None: refused)."""
     try:
-        attr = srq.query()
+        srq_attr = srq.query()
     except (pv.RDMAError, pv.Error):
         return None
-    return {f: int(getattr(attr, f)) for f in FIELDS}
+    return {"max_wr": int(srq_attr.max_wr), "max_sge": int(srq_attr.max_sge),
+            "srq_limit": int(srq_attr.srq_limit)}
 
 
 def resize(srq: Any, pv: Any, max_wr: int) -> VerbResult:
