@@ -155,6 +155,12 @@ class RuleScope:
             raise ValueError(f"bad scope: types {sorted(self.qp_types)}, features {unknown}")
 
 
+def _srq_features(rule: Rule) -> frozenset[str]:
+    """An SRQ rule needs SRQs; a resize's, the device's IBV_DEVICE_SRQ_RESIZE too."""
+    resize = rule in (srq_sizes.RESIZE, srq_sizes.RESIZE_BELOW_HELD, srq_sizes.FAILED_UNCHANGED)
+    return frozenset({"SRQ", "SRQ_RESIZE"} if resize else {"SRQ"})
+
+
 def _features(qp_type: QPType | None, *states: QPState) -> frozenset[str]:
     found = {STATE_FEATURES[s] for s in states if s in STATE_FEATURES}
     if qp_type in TYPE_FEATURES:
@@ -234,7 +240,7 @@ def _named_scopes() -> dict[str, RuleScope]:
     for rule in (*srq.RULES, *srq_sizes.RULES):  # an SRQ's QP: every connected type, on a
         # device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device
-            scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, frozenset({"SRQ"})))
+            scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, _srq_features(rule)))
     for rule in shared_cq.RULES:  # a pair's CQs (an end's shared with its bystander)
         scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))
     for rule in operations.RULES:  # the rest concern every connected type

@@ -12,6 +12,8 @@ from models import srq_sizes
 from models.enums import QPType
 from models.operations import Op
 from qpconform.engine.pair import PairHarness
+from reports.qualification import build_report
+from reports.run_record import RunRecorder, merge_runs
 from tests.fake_pair import connected_fake, scenario_divergence
 
 ALL = [QPType.RC, QPType.UC, QPType.UD]
@@ -94,3 +96,13 @@ def test_the_limit_read_back_after_it_fired_may_be_zero_or_the_limit() -> None:
     assert srq_sizes.limit_allowed(3, fired=True) == {0, 3}
     assert srq_sizes.limit_allowed(3, fired=False) == {3}
     assert srq_sizes.limit_rule(True) is srq_sizes.QUERY_LIMIT_FIRED
+
+
+def test_a_device_without_srq_resize_is_reported_lacking_it(tmp_path) -> None:
+    """The device's own IBV_DEVICE_SRQ_RESIZE (the identity's srq_resize) decides the
+    report's SRQ_RESIZE capability, and the resize rules are out of its scope."""
+    for said, has in (("no", False), ("yes", True)):
+        recorder = RunRecorder({"device": "rxe0", "srq_resize": said}, {"variant": "linux"})
+        report = build_report(merge_runs([recorder.write(tmp_path / f"run-{said}.json")]))
+        assert report["capabilities"]["SRQ_RESIZE"] is has
+        assert report["capabilities"]["SRQ"] is True
