@@ -12,9 +12,10 @@ from models import srq_sizes
 from models.enums import QPType
 from models.operations import Op
 from qpconform.engine.pair import PairHarness
+from qpconform.machines.pair import machine_for
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
-from tests.fake_pair import connected_fake, scenario_divergence
+from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence
 
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 SRQ_B = frozenset({"b"})
@@ -106,3 +107,17 @@ def test_a_device_without_srq_resize_is_reported_lacking_it(tmp_path) -> None:
         report = build_report(merge_runs([recorder.write(tmp_path / f"run-{said}.json")]))
         assert report["capabilities"]["SRQ_RESIZE"] is has
         assert report["capabilities"]["SRQ"] is True
+
+
+@pytest.mark.parametrize(("fault", "rule"), [("srq_query_short", srq_sizes.QUERY_SIZE),
+                                             ("srq_limit_unread", srq_sizes.QUERY_LIMIT)])
+def test_the_traffic_machine_reads_the_srq_back_at_each_arm(fault, rule) -> None:
+    """The machine's arm_srq draw reads the SRQ back (query_srq after the arm): a device
+    reporting less than it holds, or not the limit armed, is found there."""
+
+    def make(srq_sides: tuple[str, ...] = ()) -> PairHarness:
+        return PairHarness(FakePair(QPType.RC, fault, srq_sides=SRQ_B), sink=None,
+                           time_scale=0.01)
+
+    record = machine_divergence(machine_for(QPType.RC, make, faults=(), srq=True), 200, 1)
+    assert record.rule_id == rule.id
