@@ -121,3 +121,25 @@ def test_the_traffic_machine_reads_the_srq_back_at_each_arm(fault, rule) -> None
 
     record = machine_divergence(machine_for(QPType.RC, make, faults=(), srq=True), 200, 1)
     assert record.rule_id == rule.id
+
+
+def _below_limit(h: PairHarness) -> None:
+    """The suite's resize case (suites/test_srq.py test_srq_resize): one receive held,
+    grown, shrunk, armed at 3, resized to 2 below the limit, then a SEND fires the limit."""
+    h.post.srq_recv("b")
+    h.srq_sizes.resize("b", 128)
+    h.srq_sizes.resize("b", 8)
+    h.post.arm_srq("b", 3)
+    h.srq_sizes.resize("b", 2)
+    h.post.send("a", Op.SEND)
+    h.quiet(0.01)
+    h.srq_sizes.check("b")
+
+
+def test_a_resize_below_the_armed_limit_is_clean_and_a_changed_refusal_is_caught() -> None:
+    clean = connected_fake(QPType.RC, srq_sides=SRQ_B)
+    _below_limit(clean)
+    assert clean.known == []
+    faulty = connected_fake(QPType.RC, "srq_failed_resize_changes", srq_sides=SRQ_B)
+    record = scenario_divergence(faulty, _below_limit)
+    assert record.rule_id == srq_sizes.FAILED_UNCHANGED.id
