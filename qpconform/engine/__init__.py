@@ -40,6 +40,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
                 traffic suites, the traffic machine); connect.py: bring-up values
     pair_follow.py  PairHarness's state comparison and how it follows a device a
                 quirk covers (drains ended early or late, sends that wait for the doorbell)
+    srq_sizes.py  PairHarness's SRQ read-back: create_srq's write-back, query_srq's
+                sizes and limit, the resize (models/srq_sizes.py)
     shared_cq.py  PairHarness's bystander QPs on an end's CQs and the routing of every
                 completion by qp_num (several QPs on one CQ)
     memory.py   PairHarness's guard bands: the target MRs' bytes against
