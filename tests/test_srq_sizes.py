@@ -12,10 +12,12 @@ from models import srq_sizes
 from models.enums import QPType
 from models.operations import Op
 from qpconform.engine.pair import PairHarness
+from qpconform.engine.quirks import Quirk, Quirks
 from qpconform.machines.pair import machine_for
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
 from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence
+from tests.rule_log import RuleLog
 
 ALL = [QPType.RC, QPType.UC, QPType.UD]
 SRQ_B = frozenset({"b"})
@@ -143,3 +145,22 @@ def test_a_resize_below_the_armed_limit_is_clean_and_a_changed_refusal_is_caught
     faulty = connected_fake(QPType.RC, "srq_failed_resize_changes", srq_sides=SRQ_B)
     record = scenario_divergence(faulty, _below_limit)
     assert record.rule_id == srq_sizes.FAILED_UNCHANGED.id
+
+
+def test_a_known_srq_size_is_judged_once_and_logged_known() -> None:
+    """A quirk covering a short query_srq: known once for that field (one bug, one record),
+    the run record's steps say "known" where it was found; the limit is still judged."""
+    steps: list[tuple[str, str]] = []
+
+    class Recorder(RuleLog):
+        def step(self, qp_type, verb, state_before, target, rules, result) -> None:
+            super().step(qp_type, verb, state_before, target, rules, result)
+            steps.append((verb, result))
+
+    quirk = Quirk("fake.srq_query_short", (srq_sizes.QUERY_SIZE.id,), "planted", ("test",))
+    h = PairHarness(FakePair(QPType.RC, "srq_query_short", srq_sides=SRQ_B),
+                    quirks=Quirks([quirk]), recorder=Recorder(), sink=None, time_scale=0.01)
+    h.lifecycle.connect()
+    _limit(h)
+    assert [d.rule_id for d in h.known] == [srq_sizes.QUERY_SIZE.id]
+    assert ("query_srq", "known") in steps and ("query_srq", "match") in steps

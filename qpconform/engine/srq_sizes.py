@@ -57,6 +57,7 @@ class SrqSizes:
         """Judge the end's create_srq (once) and one query_srq (a size short of its floor
         breaks `size_rule`: a resize's own, right after it); returns what it reported."""
         state = self._of(side)
+        known_before = len(self.h.known)
         if not state.judged_create:
             state.judged_create = True
             self._judge_created(side, state)
@@ -73,7 +74,7 @@ class SrqSizes:
             misses.append((srq_sizes.limit_rule(fired), "srq_limit", shown, found["srq_limit"]))
         for rule, name, want, got in misses:
             self._report(side, rule, name, want, got)
-        self._log(side, "query_srq", [size_rule, srq_sizes.limit_rule(fired)])
+        self._log(side, "query_srq", [size_rule, srq_sizes.limit_rule(fired)], known_before)
         return found
 
     def resize(self, side: str, size: int) -> VerbResult:
@@ -83,6 +84,7 @@ class SrqSizes:
             raise ValueError("the device lacks IBV_DEVICE_SRQ_RESIZE: no resize is sent")
         state = self._of(side)
         before = self.check(side)
+        known_before = len(self.h.known)
         srq = self.h.model.qp(side).srq
         held, limit = (len(srq.recvs), srq.limit) if srq is not None else (0, 0)
         res = self.h.dev.end(side).resize_srq(size)
@@ -102,7 +104,7 @@ class SrqSizes:
                     if after[name] != before[name]:
                         self._report(side, srq_sizes.FAILED_UNCHANGED, name,
                                      str(before[name]), after[name])
-        self._log(side, "modify_srq", [rule, srq_sizes.FAILED_UNCHANGED])
+        self._log(side, "modify_srq", [rule, srq_sizes.FAILED_UNCHANGED], known_before)
         return res
 
     # ------------------------------------------------------------------ helpers
@@ -117,11 +119,12 @@ class SrqSizes:
         created = self.h.dev.end(side).srq_created()
         if created is None:
             return
+        known_before = len(self.h.known)
         state.floor = {f: max(created.asked.get(f, 0), created.returned.get(f, 0))
                        for f in srq_sizes.SIZES}
         for rule, name, want, got in srq_sizes.created_short(created.asked, created.returned):
             self._report(side, rule, name, want, got, verb="create_srq")
-        self._log(side, "create_srq", [srq_sizes.CREATE_AT_LEAST])
+        self._log(side, "create_srq", [srq_sizes.CREATE_AT_LEAST], known_before)
 
     def _report(
         self, side: str, rule: Rule, name: str, want: str, got: object, verb: str = "query_srq"
@@ -139,9 +142,12 @@ class SrqSizes:
         if h.diverge(track, d) is not None:
             state.followed.add(name)
 
-    def _log(self, side: str, verb: str, checked: list[Rule]) -> None:
+    def _log(self, side: str, verb: str, checked: list[Rule], known_before: int) -> None:
+        """One run-record step: "known" when a quirk covered what it found, else "match"
+        (an unknown divergence raised before it)."""
         recorder = self.h.judge.recorder
         if recorder is not None:
             track = self.h.ends[side]
             recorder.step(track.qp_type.name, verb, track.model.state.name, None,
-                          [r.id for r in checked], "match")
+                          [r.id for r in checked],
+                          "known" if len(self.h.known) > known_before else "match")
