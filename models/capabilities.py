@@ -15,7 +15,9 @@ from models.enums import QPType
 from models.variant import Variant
 
 #: The optional features, by the names quirk entries and the report use.
-FEATURES = ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS", "SRQ")
+FEATURES = (
+    "SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS", "SRQ", "SRQ_RESIZE",
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Capabilities:
     rate_limit: bool = True  #: RATE_LIMIT in a modify's mask (the extended command)
     atomics: bool = True  #: atomic operations (atomic_cap not NONE; iWARP has none)
     srq: bool = True  #: shared receive queues (max_srq not 0)
+    srq_resize: bool = True  #: modify_srq(IBV_SRQ_MAX_WR): IBV_DEVICE_SRQ_RESIZE
 
     @classmethod
     def of(cls, variant: Variant, lacked: Iterable[str] = ()) -> Capabilities:
@@ -49,6 +52,7 @@ class Capabilities:
             "RATE_LIMIT": variant.ib_transport,  # iwarp.modify.rate_limit: EOPNOTSUPP
             "ATOMICS": variant.ib_transport,  # RFC 5040 RDMAP has no atomics
             "SRQ": True,
+            "SRQ_RESIZE": True,
         }
         return cls(**{f.lower(): allowed[f] and f not in lacked for f in FEATURES})
 

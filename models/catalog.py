@@ -32,6 +32,7 @@ from models import (
     rules,
     shared_cq,
     srq,
+    srq_sizes,
     unused_fields,
     uverbs,
 )
@@ -106,7 +107,7 @@ def variant_rules(
         for rule in uverbs.RULES:
             add(rule)
     for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, qkey,
-                   outside_mask, unused_fields, returned):
+                   outside_mask, unused_fields, returned, srq_sizes):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -153,6 +154,12 @@ class RuleScope:
         unknown = self.features - set(FEATURES)
         if unknown or not self.qp_types:
             raise ValueError(f"bad scope: types {sorted(self.qp_types)}, features {unknown}")
+
+
+def _srq_features(rule: Rule) -> frozenset[str]:
+    """An SRQ rule needs SRQs; a resize's, the device's IBV_DEVICE_SRQ_RESIZE too."""
+    resize = rule in (srq_sizes.RESIZE, srq_sizes.RESIZE_BELOW_HELD, srq_sizes.FAILED_UNCHANGED)
+    return frozenset({"SRQ", "SRQ_RESIZE"} if resize else {"SRQ"})
 
 
 def _features(qp_type: QPType | None, *states: QPState) -> frozenset[str]:
@@ -232,9 +239,10 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         qkey.MISMATCH.id: RuleScope(frozenset({QPType.UD})),
     }
-    for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs
+    for rule in (*srq.RULES, *srq_sizes.RULES):  # an SRQ's QP: every connected type, on a
+        # device with SRQs
         if rule is not srq.NO_LAST_WQE_WITHOUT_SRQ:  # that one: any QP, any device
-            scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, frozenset({"SRQ"})))
+            scopes.setdefault(rule.id, RuleScope(PAIR_TYPES, _srq_features(rule)))
     for rule in shared_cq.RULES:  # a pair's CQs (an end's shared with its bystander)
         scopes.setdefault(rule.id, RuleScope(PAIR_TYPES))
     for rule in operations.RULES:  # the rest concern every connected type

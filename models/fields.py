@@ -140,16 +140,18 @@ QP_INIT_ATTR: tuple[Field, ...] = (
 
 _SRQ = "ibv_create_srq (written back), ibv_query_srq, ibv_modify_srq"
 SRQ_ATTR: tuple[Field, ...] = (
-    _f("ibv_srq_attr", "max_wr", _SRQ, reason=_not(
-        "create_srq may round it up; ibv_query_srq is not called and no resize with "
-        "IBV_SRQ_MAX_WR is done"),
-       note="set outside the mask of an IBV_SRQ_LIMIT modify, which must still be accepted "
-            "(srq.modify.limit)"),
-    _f("ibv_srq_attr", "max_sge", _SRQ, reason=_not(
-        "create_srq may round it up; ibv_query_srq is not called")),
+    _f("ibv_srq_attr", "max_wr", _SRQ, "srq.create.at_least", "srq.query.size", "srq.resize",
+       "srq.resize.below_held", "srq.modify.failed_unchanged",
+       note="pair ends with an SRQ: create's write-back, query_srq after every arm and resize "
+            "(at least create's, then the resize's size); resized where the device has "
+            "IBV_DEVICE_SRQ_RESIZE; also set outside the mask of an IBV_SRQ_LIMIT modify, "
+            "which must still be accepted (srq.modify.limit)"),
+    _f("ibv_srq_attr", "max_sge", _SRQ, "srq.create.at_least", "srq.query.size",
+       "srq.modify.failed_unchanged"),
     _f("ibv_srq_attr", "srq_limit", _SRQ, "srq.modify.limit", "srq.limit_reached",
-       note="its effect (SRQ_LIMIT_REACHED once the SRQ falls below it) is checked; "
-            f"ibv_query_srq's value is not read ({_ISSUE})"),
+       "srq.query.limit", "srq.query.limit_fired", "srq.modify.failed_unchanged",
+       note="its effect (SRQ_LIMIT_REACHED once the SRQ falls below it) is checked, and "
+            "query_srq's value: the armed limit, then 0 or it once it fired"),
 )
 
 CQ: tuple[Field, ...] = (

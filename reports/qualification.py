@@ -354,6 +354,8 @@ def build_report(run: Mapping[str, Any], base: str | Path | None = None) -> dict
         lacked.append("ATOMICS")
     if run.get("identity", {}).get("max_srq") == "0":
         lacked.append("SRQ")
+    if run.get("identity", {}).get("srq_resize") == "no":  # no IBV_DEVICE_SRQ_RESIZE
+        lacked.append("SRQ_RESIZE")
     capabilities = Capabilities.of(variant, lacked)
     return {
         "schema": REPORT_SCHEMA,

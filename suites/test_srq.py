@@ -93,3 +93,45 @@ def test_srq_limit_reached_once(make_pair, qp_type):
     for _ in range(3):
         h.post.send("a", Op.SEND)
     h.quiet()
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("qp_type", ALL, ids=lambda t: t.name)
+def test_srq_sizes_and_limit_read_back(make_pair, qp_type):
+    """create_srq's written-back max_wr and max_sge at least what was asked, query_srq's at
+    least those (models/srq_sizes.py); the limit read back as armed, then, once it fired,
+    0 or the limit (a "may": rxe disarms to 0, siw keeps the value)."""
+    h = _srq_pair(make_pair, qp_type)
+    h.srq_sizes.check("b")
+    for _ in range(4):
+        h.post.srq_recv("b")
+    h.post.arm_srq("b", 3)
+    h.post.send("a", Op.SEND)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+    h.srq_sizes.check("b")
+
+
+@pytest.mark.iwarp_pair
+@pytest.mark.parametrize("qp_type", [QPType.RC], ids=lambda t: t.name)
+def test_srq_resize(make_pair, qp_type):
+    """Where the device has IBV_DEVICE_SRQ_RESIZE (an optional feature: skipped, and said,
+    where it has not): the SRQ holding one receive grows to 128 and shrinks to 8 (query_srq
+    at least each size); armed at 3, a resize to 2 (below the limit) is refused changing
+    nothing, or accepted with room; a SEND still takes the receive, and the limit fires.
+    The SRQ, not the QP type, is under test: RC only. Not sent to a device: a resize below
+    the receives held (srq.resize.below_held, checked on the fake): Linux 6.1's rxe frees
+    the SRQ's queue when that resize fails (rxe_srq_from_attr(): err2), and the next
+    query_srq or receive dereferences NULL: a hazard, not a divergence."""
+    h = _srq_pair(make_pair, qp_type)
+    if not h.srq_sizes.resizable:
+        pytest.skip("the device lacks IBV_DEVICE_SRQ_RESIZE: SRQ resize is an optional "
+                    "feature (srq.resize)")
+    h.post.srq_recv("b")
+    h.srq_sizes.resize("b", 128)
+    h.srq_sizes.resize("b", 8)
+    h.post.arm_srq("b", 3)
+    h.srq_sizes.resize("b", 2)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+    h.srq_sizes.check("b")

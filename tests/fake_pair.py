@@ -34,11 +34,12 @@ from models.qp import QPModel
 from models.variant import LINUX
 from models.wire import Fault, WireSettings, WireStep
 from qpconform.engine.connect import FAST, connect_values
-from qpconform.engine.device import AsyncEvent, Completion, QueryResult, VerbResult
+from qpconform.engine.device import AsyncEvent, Completion, QueryResult, SrqCreated, VerbResult
 from qpconform.engine.judge import DivergenceError
 from qpconform.engine.pair import PairHarness
 from qpconform.engine.records import Divergence
 from tests.example_counts import PLANTED_RUN
+from tests.fake_srq import SRQ_SIZE_FAULTS, FakeSrqSizes
 
 FAULTS = (
     "lost_flush",
@@ -254,6 +255,7 @@ class FakeEnd:
         self.stale_drain = False  # stale_sq_drain_never_ends: the next drain never ends
         self.max_inline = FAKE_MAX_INLINE  # as query_qp reports it
         self.bystander: FakeBystander | None = None  # a QP on this end's CQs
+        self.srq_sizes = FakeSrqSizes(lambda: pair.model.qp(side).srq, pair.fault)
 
     def modify(self, attrs: Mapping[str, int], mask: Attr) -> VerbResult:
         """Accept or refuse as the model says; effects happen at once."""
@@ -420,6 +422,18 @@ class FakeEnd:
         """Post to the end's SRQ through the fake's model."""
         return self._post(self.pair.model.post_srq_recv(self.side, wr_id))
 
+    def srq_created(self) -> SrqCreated | None:
+        """What the fake's create_srq wrote back (tests/fake_srq.py)."""
+        return self.srq_sizes.created()
+
+    def query_srq(self) -> dict[str, int] | None:
+        """query_srq of the end's fake SRQ."""
+        return self.srq_sizes.query()
+
+    def resize_srq(self, max_wr: int) -> VerbResult:
+        """modify_srq(IBV_SRQ_MAX_WR) of the end's fake SRQ."""
+        return self.srq_sizes.resize(max_wr)
+
     def arm_srq(self, limit: int, max_wr: int | None = None) -> VerbResult:
         """Arm the end's SRQ limit through the fake's model (max_wr, outside the mask, is
         ignored as it must be)."""
@@ -545,7 +559,8 @@ class FakePair:
             *WC_FIELD_FAULTS,
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
-                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS, *QKEY_FAULTS)
+                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS, *QKEY_FAULTS,
+                 *SRQ_SIZE_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -554,7 +569,8 @@ class FakePair:
         self.qp_type = QPType(qp_type)
         self.fault = fault
         self.settings = settings
-        self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel}
+        self.identity = {"device": "fake", "fault": fault or "none", "kernel": kernel,
+                         "srq_resize": "yes"}
         self.resumed: set[int] = set()  # sends SQD->RTS started
         self.stuck_in_rts: set[str] = set()  # sqd_rts_no_resume_then_stays_rts
         self.srq_sides = frozenset(srq_sides)

@@ -17,7 +17,8 @@ from models.catalog import all_rules
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "fields.md"
 #: The adapter modules that read pyverbs' structures.
-ADAPTERS = ("pyverbs_qp.py", "pyverbs_pair.py", "cm_pair.py", "pyverbs_device.py")
+ADAPTERS = ("pyverbs_qp.py", "pyverbs_pair.py", "cm_pair.py", "pyverbs_device.py",
+            "pyverbs_srq.py")
 
 #: Every top-level field of the structures the ledger covers, as libibverbs' verbs.h names
 #: them (rdma-core v50+; imm_data and invalidated_rkey are one union). A field added to
@@ -51,6 +52,7 @@ RECEIVERS: dict[str, tuple[str, str]] = {
     "ah": ("ibv_qp_attr", "ah_attr."),
     "init": ("ibv_qp_init_attr", ""),
     "srq_attr": ("ibv_srq_attr", ""),
+    "srq_init": ("ibv_srq_attr", ""),  # ibv_srq_init_attr.attr, as create_srq wrote it back
 }
 
 
@@ -187,6 +189,12 @@ def test_the_wc_fields_issue_45_reads_are_read():
     """The pyverbs adapter reads byte_len, wc_flags and src_qp (and qp_num) off each WC."""
     read = _adapter_reads()
     assert {("ibv_wc", n) for n in ("byte_len", "src_qp", "wc_flags", "qp_num")} <= read
+
+
+def test_the_srq_fields_issue_45_reads_are_read():
+    """The SRQ adapter reads create_srq's write-back and query_srq's three fields."""
+    read = _adapter_reads()
+    assert {("ibv_srq_attr", n) for n in ("max_wr", "max_sge", "srq_limit")} <= read
 
 
 def test_planted_unlisted_read_is_found():

@@ -19,7 +19,17 @@ from typing import Any
 
 import pytest
 
-from models import access, catalog, operations, pair_rules, qkey, shared_cq, srq, unused_fields
+from models import (
+    access,
+    catalog,
+    operations,
+    pair_rules,
+    qkey,
+    shared_cq,
+    srq,
+    srq_sizes,
+    unused_fields,
+)
 from models.attributes import DeviceCaps
 from models.capabilities import Capabilities
 from models.enums import MTU, QPType
@@ -43,7 +53,8 @@ RXE_CAPABILITIES = Capabilities.of(LINUX, ["SQE", "XRC", "RAW_PACKET"])
 #: Every rule of the wire model needs a peer: the pair suites reach them all
 #: (tests/test_pair_suites_fake.py requires each one).
 PAIR_ONLY = {r.id for r in (*pair_rules.RULES, *operations.RULES, *srq.RULES, *shared_cq.RULES,
-                              *access.RULES, *qkey.RULES, *unused_fields.RULES)}
+                              *access.RULES, *qkey.RULES, *unused_fields.RULES,
+                              *srq_sizes.RULES)}
 #: The other applicable rules no lone case can reach, each with the reason.
 EXCLUDED: dict[str, str] = {
     "ibta.send.complete": "a send completes successfully only with a peer: the pair suites",

@@ -124,7 +124,7 @@ def test_consults_is_the_old_catalog_test(name: str) -> None:
 def test_the_features_are_the_quirk_files_features() -> None:
     assert engine_quirks.FEATURES is FEATURES
     assert FEATURES == ("SQD", "SQE", "ALT_PATH", "XRC", "RAW_PACKET", "RATE_LIMIT", "ATOMICS",
-                        "SRQ")
+                        "SRQ", "SRQ_RESIZE")
 
 
 def test_what_each_variant_allows() -> None:

@@ -90,6 +90,9 @@ class Executor:
             "arm_srq": lambda q, limit, max_wr=None: wire.verb_result(
                 self.qps[q].arm_srq(limit, max_wr)
             ),
+            "srq_created": lambda q: wire.srq_created(self.qps[q].srq_created()),
+            "query_srq": lambda q: self.qps[q].query_srq(),
+            "resize_srq": lambda q, n: wire.verb_result(self.qps[q].resize_srq(n)),
             "pair": self.pair,
             "pair_values": lambda p, side: self.pairs[p].values(side),
             "pair_recreate": self.pair_recreate,

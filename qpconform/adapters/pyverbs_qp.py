@@ -18,7 +18,7 @@ import subprocess
 from typing import Any, Protocol
 
 from models.enums import STANDARD_BITS, Attr, EventType, QPState, QPType, WCOpcode, WCStatus
-from qpconform.adapters import inflight
+from qpconform.adapters import inflight, pyverbs_srq
 from qpconform.adapters import pyverbs_compat as pc
 from qpconform.adapters.pyverbs_sets import QP_DEPTH, ResourceSet, SetPool
 from qpconform.adapters.resources import ResourceStack
@@ -166,6 +166,7 @@ class PyverbsQP:
         self.qp_type = QPType(qp_type)
         self.with_srq = srq  # receives come from an SRQ of its own (self.srq)
         self.srq: Any = None
+        self.srq_init: Any = None  # the SRQ's SrqInitAttr (pyverbs_srq.written_back)
         self.max_inline_asked = max_inline  # the cap asked at create (a pair end's inline WRs)
         self.label = f"qp#{serial}:{self.qp_type.name}"
         self.closed = False
@@ -214,8 +215,9 @@ class PyverbsQP:
         pv = self._pv
         if pv.srq is None:
             raise UnsupportedQPType("this pyverbs has no pyverbs.srq module")
-        attr = pv.srq.SrqAttr(max_wr=QP_DEPTH, max_sge=1)
-        return pv.srq.SRQ(self.pd, pv.srq.SrqInitAttr(attr))
+        attr = pv.srq.SrqAttr(**pyverbs_srq.ASKED)
+        self.srq_init = pv.srq.SrqInitAttr(attr)  # create_srq writes its sizes back into it
+        return pv.srq.SRQ(self.pd, self.srq_init)
 
     def _new_qp(self) -> Any:
         pv, t = self._pv, self.qp_type

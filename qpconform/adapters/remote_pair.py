@@ -17,7 +17,7 @@ from models.operations import Op
 from models.wire import SIDES, Fault, WireSettings
 from qpconform.adapters import wire
 from qpconform.adapters.remote_device import RemoteDevice, RemoteQP
-from qpconform.engine.device import AsyncEvent, Completion, VerbResult
+from qpconform.engine.device import AsyncEvent, Completion, SrqCreated, VerbResult
 
 
 class RemoteBystander(RemoteQP):
@@ -78,6 +78,19 @@ class RemoteEnd(RemoteQP):
         if self.closed:
             return VerbResult(False, None, "destroyed")
         return wire.to_verb_result(self._call("arm_srq", limit, max_wr))
+
+    def srq_created(self) -> SrqCreated | None:
+        found = None if self.closed else self._call("srq_created")
+        return None if found is None else SrqCreated(dict(found[0]), dict(found[1]))
+
+    def query_srq(self) -> dict[str, int] | None:
+        found = None if self.closed else self._call("query_srq")
+        return None if found is None else {str(k): int(v) for k, v in found.items()}
+
+    def resize_srq(self, max_wr: int) -> VerbResult:
+        if self.closed:
+            return VerbResult(False, None, "destroyed")
+        return wire.to_verb_result(self._call("resize_srq", max_wr))
 
     def destroy(self) -> None:
         """Deferred like a lone QP's; the executor destroys the bystander with it."""

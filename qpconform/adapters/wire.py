@@ -27,6 +27,7 @@ from qpconform.engine.device import (
     Created,
     DeviceLost,
     QueryResult,
+    SrqCreated,
     VerbResult,
 )
 
@@ -109,6 +110,11 @@ def verb_result(r: VerbResult) -> list[Any]:
 
 def to_verb_result(v: list[Any]) -> VerbResult:
     return VerbResult(bool(v[0]), v[1], v[2], v[3])
+
+
+def srq_created(c: SrqCreated | None) -> list[Any] | None:
+    """What create_srq wrote back, as [asked, returned] (RemoteEnd.srq_created reads it)."""
+    return None if c is None else [c.asked, c.returned]
 
 
 def completion(c: Completion) -> list[Any]:

@@ -53,6 +53,8 @@ fixtures/ builds rule sets and hands them to the suites). The map:
     pair_follow.py  PairFollowing (harness.follow): the ends' states against the
                 model, and how it follows a device a quirk covers (drains ended early
                 or late, sends that wait for the doorbell)
+    srq_sizes.py  SrqSizes (harness.srq_sizes): create_srq's write-back, query_srq's
+                sizes and limit, the resize (models/srq_sizes.py)
     shared_cq.py  SharedCQ (harness.shared): bystander QPs on an end's CQs and the
                 routing of every completion by qp_num (several QPs on one CQ)
     too_long.py  TooLongChoice (harness.too_long): a UC/UD message longer than the

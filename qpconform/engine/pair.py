@@ -25,8 +25,9 @@ post verbs), `lifecycle` (pair_life.py: bring-up, connection, reset, resync), `w
 (pair_wire.py: a verb's step and the wire's), `follow` (pair_follow.py: the state
 comparison and the following of the device), `judgement` (pair_judgement.py: what the
 pair adds to judging a completion or an event), `shared` (shared_cq.py: bystanders on a
-shared CQ), `too_long` (too_long.py), `memory` (memory.py: the guard bands) and
-`parkable` (pair_parked.py: what the park polls once the pair's case ended). The engine's
+shared CQ), `too_long` (too_long.py), `memory` (memory.py: the guard bands),
+`parkable` (pair_parked.py: what the park polls once the pair's case ended) and `srq_sizes`
+(srq_sizes.py: the SRQs' sizes and limits read back, the resize). The engine's
 hooks stay on the harness, as thin overrides that ask the parts.
 """
 
@@ -63,6 +64,7 @@ from .quirk_schema import SENDS_WAIT_FOR_DOORBELL
 from .quirks import Quirk, Quirks
 from .records import Divergence, DivergenceSink
 from .shared_cq import SharedCQ
+from .srq_sizes import SrqSizes
 from .timing import TIMER, WIDEN_MARGIN, DeliveryLog
 from .too_long import TooLongChoice
 from .track import Track
@@ -177,6 +179,7 @@ class PairHarness(Engine):
         self.too_long = TooLongChoice(self)
         self.memory = MemoryGuards(self)
         self.parkable = ParkedPair(self)
+        self.srq_sizes = SrqSizes(self)  # the ends' SRQ sizes and limits, read back
 
     @property
     def known(self) -> list[Divergence]:

@@ -75,6 +75,7 @@ class Lifecycle:
         h.model.recreate(side)
         self.fresh(side)
         h.shared.fresh(side)
+        h.srq_sizes.forget(side)  # a new SRQ with it, if it has one
         h.steps.append(
             {"verb": "create", "side": side, "expected": "RESET", "observed": "created"}
         )

@@ -161,4 +161,6 @@ class Posting:
             step["unmasked"] = {unmasked.SRQ_FIELD: max_wr}
             res = h.dev.end(side).arm_srq(limit, max_wr)
         h.wire.step(side, exp, res, step)
+        if res.accepted:
+            h.srq_sizes.armed(side, limit)  # query_srq reads it back
         return res
