@@ -22,6 +22,7 @@ from functools import cache
 from models import (
     access,
     iwarp_pair,
+    local_access,
     operations,
     outside_mask,
     pair_checks,
@@ -104,8 +105,8 @@ def variant_rules(
     if variant.enforces_linux_abi:  # the uverbs layer is every Linux device's
         for rule in uverbs.RULES:
             add(rule)
-    for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, outside_mask,
-                   unused_fields, returned):
+    for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, local_access,
+                   outside_mask, unused_fields, returned):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -227,7 +228,9 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.UC_REFUSED.id: RuleScope(frozenset({QPType.UC})),
         access.RC_QP_RIGHTS.id: rc,
         access.UC_QP_RIGHTS.id: RuleScope(frozenset({QPType.UC})),
-        access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        access.GUARD.id: RuleScope(PAIR_TYPES),  # UD: a local SGE in a target (a SEND's)
+        local_access.LOCAL_BOUNDS.id: RuleScope(PAIR_TYPES),
+        local_access.LOCAL_OTHER_PD.id: RuleScope(PAIR_TYPES),
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs

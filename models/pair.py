@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.local_access import rule_of as local_rule
 from models.operations import (
     ATOMIC_DELIVERED,
     ATOMIC_MISALIGNED_POST,
@@ -39,7 +40,6 @@ from models.operations import (
 )
 from models.outcomes import Expectation, Outcome
 from models.pair_rules import (
-    BAD_LKEY,
     COMM_EST_ON_FIRST_PACKET,
     RC_BAD_RKEY,
     RC_RECV_BAD_LKEY,
@@ -177,7 +177,7 @@ class PairModel:
             exp = self.ends[side].proposal.overrule(
                 exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
-        self.memory.used |= fault.targeted
+        self.memory.used |= fault.touches_targets
         if inline:
             self._inline.add((side, wr_id))
         if fence:
@@ -331,8 +331,8 @@ class PairModel:
         receiving = peer_side not in self.gone and peer.state in _RECEIVING
         if op not in ops_for(self.qp_type, self.iwarp):  # found by the requester itself
             return OP_NOT_OF_TYPE, WCStatus.LOC_QP_OP_ERR, "none"
-        if fault is Fault.BAD_LKEY:
-            return BAD_LKEY, WCStatus.LOC_PROT_ERR, "none"
+        if fault.local:
+            return local_rule(fault), WCStatus.LOC_PROT_ERR, "none"
         if not receiving:
             if reliable:
                 return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
@@ -394,7 +394,7 @@ class PairModel:
             rule not in (UNRELIABLE_RECV_TOO_SHORT, access.UC_QP_RIGHTS)
         ):
             rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
-        sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
+        sent_out = not fault.local and rule is not OP_NOT_OF_TYPE
         if sent_out and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
             effects.append((peer_side, self._first_packet(peer_side)))
         rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))

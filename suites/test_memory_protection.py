@@ -8,6 +8,12 @@ refused WRITE is dropped and consumes no receive; iWARP: the data sink terminate
 every step the target MRs' bytes are compared (the guard bands): nothing moves outside
 a granted window, nothing in a refused one. UD carries no RDMA: it has no case here.
 
+The requester checks its own SGEs too (models/local_access.py): a SEND or WRITE whose
+local SGE crosses its MR's end, or names an MR of another PD than the QP's, completes
+with LOC_PROT_ERR and nothing leaves (RC: ERR; UC/UD: SQE). The SGE lies in one of the
+requester's own target MRs, a WRITE names the peer's granted window: the guard bands see
+no byte of either move. Not on iWARP yet.
+
 The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
 modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
 into a fully granted MR (RC: REM_ACCESS_ERR or REM_INV_REQ_ERR, both ERR; UC: dropped);
@@ -169,4 +175,40 @@ def test_uc_qp_without_remote_write(make_pair, op, connected):
     h.post.send("a", Op.SEND)
     _qp_flags(h, "b", UC_FULL)
     h.post.send("a", Op.RDMA_WRITE, Fault.GRANTED)
+    h.quiet()
+
+
+# ------------------------------------------------------------- the requester's own SGEs
+LOCAL = [Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD]
+
+
+#: The operations carrying a local SGE's data out, per QP type (UD: no RDMA).
+LOCAL_CASES = [(t, op) for t in (QPType.RC, QPType.UC, QPType.UD)
+               for op in (Op.SEND, Op.RDMA_WRITE, Op.WRITE_WITH_IMM)
+               if t is not QPType.UD or op is Op.SEND]
+
+
+@pytest.mark.parametrize("fault", LOCAL, ids=str)
+@pytest.mark.parametrize(("qp_type", "op"), LOCAL_CASES, ids=lambda v: str(getattr(v, "name", v)))
+def test_local_sge_refused(make_pair, qp_type, op, fault):
+    """LOC_PROT_ERR at the requester, which leaves RTS (RC: ERR; UC/UD: SQE) and flushes
+    the SEND posted after it; nothing reaches the peer (its receive is not consumed), no
+    byte of either end's targets moves."""
+    h = make_pair(qp_type)
+    h.post.recv("b")
+    h.post.send("a", op, fault)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("fault", LOCAL, ids=str)
+@pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_local_sge_refused_then_sqe_recovers(make_pair, qp_type, fault):
+    """UC/UD: after the refused SEND the QP is in SQE; SQE->RTS brings it back and a
+    valid SEND takes the receive the refused one never reached."""
+    h = make_pair(qp_type)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, fault)
+    h.modify("a", QPState.RTS)
+    h.post.send("a", Op.SEND)
     h.quiet()

@@ -229,6 +229,13 @@ FAKE_MAX_INLINE = 72
 CQ_ROOM = 2
 #: late_timer: seconds before a retry-exhausted send completes (and what it flushes).
 TIMER_DELAY = 0.02
+#: Faults of the requester's local SGE checks (models/local_access.py; FakeEnd.post_send,
+#: FakePair._bent): the bounds check skipped, the PD check skipped (the WR goes out as if
+#: its SGE were valid: a WRITE into the peer's granted window); an SGE past its MR's end
+#: completed LOC_LEN_ERR (the tempting wrong status).
+LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "local_bounds_loc_len_err")
+_LOCAL_UNCHECKED = {"local_bounds_unchecked": Fault.LOCAL_PAST_END,
+                    "local_pd_unchecked": Fault.LOCAL_OTHER_PD}
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -357,6 +364,8 @@ class FakeEnd:
         ):  # the responder skips the rights check: the WRITE lands in the MR without them
             self.pair.redirect[wr_id] = access.window_of(op, fault)
             fault = Fault.GRANTED
+        if _LOCAL_UNCHECKED.get(str(self.pair.fault)) is fault:  # the SGE goes unchecked
+            fault = Fault.GRANTED if op is Op.RDMA_WRITE else Fault.NONE
         exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)
@@ -540,7 +549,7 @@ class FakePair:
             *WC_FIELD_FAULTS,
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
-                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS)
+                 *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS, *LOCAL_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -823,6 +832,8 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif rule_id == "pair.local.bounds" and self.fault == "local_bounds_loc_len_err":
+            status = WCStatus.LOC_LEN_ERR
         elif rule_id == "pair.rc.recv_too_short":
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif rule_id == UNRELIABLE_RECV_TOO_SHORT.id and self.fault == "too_long_requester_error":

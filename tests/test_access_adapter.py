@@ -83,3 +83,27 @@ def test_a_target_fault_names_the_window_with_the_targets_own_rkey(op: Op, fault
     assert (rkey, addr) == (mr.rkey, mr.buf + window.offset)
     if fault.refused and fault is not Fault.PAST_END:
         assert fault is Fault.OTHER_PD or access.right_of(op) not in mr.rights
+
+
+def test_a_local_sge_past_its_end_crosses_the_requesters_own_full_target() -> None:
+    end = _end()
+    addr, length, lkey = end._local_sge(Fault.LOCAL_PAST_END)
+    mr = end.target("full")
+    assert lkey == mr.lkey and addr < mr.buf + access.TARGET_LEN < addr + length
+
+
+def test_a_local_sge_of_another_pd_names_the_second_pds_target() -> None:
+    end = _end()
+    addr, length, lkey = end._local_sge(Fault.LOCAL_OTHER_PD)
+    mr = end.target("other_pd")
+    assert lkey == mr.lkey and mr.pd is not end.handle.pd
+    assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN
+
+
+@pytest.mark.parametrize("fault", [Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD], ids=str)
+def test_a_write_with_a_local_fault_names_the_peers_granted_window(fault: Fault) -> None:
+    requester, responder = _end(), _end()
+    requester.peer = responder
+    window = access.window_of(Op.RDMA_WRITE, Fault.GRANTED)
+    mr = responder.target(window.target)
+    assert requester._remote(Op.RDMA_WRITE, fault) == (mr.rkey, mr.buf + window.offset)

@@ -21,6 +21,7 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models.access import TARGETED_OPS
 from models.enums import AccessFlag, Attr, QPState, QPType
+from models.local_access import LOCAL_OPS
 from models.operations import Op, foreign_ops, ops_for
 from models.variant import LINUX
 from models.wire import Fault
@@ -49,6 +50,9 @@ _QP_RIGHTS = {
     QPType.RC: (AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC),
     QPType.UC: (AccessFlag.REMOTE_WRITE,),
 }
+#: The local SGE faults a machine draws, each with the fault name that enables it.
+_LOCAL_DRAWS = ((Fault.BAD_LKEY, "bad_lkey"), (Fault.LOCAL_PAST_END, "local"),
+                (Fault.LOCAL_OTHER_PD, "local"))
 #: The attribute `typed_rule` marks a method with: its draws, given the QP type.
 _TYPED_DRAWS = "qpconform_typed_draws"
 
@@ -231,12 +235,20 @@ class TrafficMachine(PairMachine):
         if outstanding(self.h, side) >= 2:
             self.h.modify(side, S.ERR)
 
-    @precondition(lambda self: "bad_lkey" in self.faults)
-    @rule(side=SIDES, signaled=st.booleans())
-    def send_bad_lkey(self, side: str, signaled: bool) -> None:
-        """A SEND whose local key is bad: it completes in error, signaled or not."""
-        if self._state(side) in _SENDABLE:
-            self.h.post.send(side, fault=Fault.BAD_LKEY, signaled=signaled)
+    @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(
+        [o for o in ops_for(t) if o in LOCAL_OPS]), "signaled": st.booleans(),
+        "data": st.data()})
+    @precondition(lambda self: bool({"bad_lkey", "local"} & self.faults))
+    def send_local_fault(self, side: str, op: Op, signaled: bool, data: st.DataObject) -> None:
+        """A WR whose local SGE the requester refuses, signaled or not: a SEND whose lkey
+        names no MR ("bad_lkey"), or a SEND or WRITE whose SGE crosses its MR's end or
+        names an MR of another PD ("local": pair.local.*; the guard bands see no byte of
+        either end's targets move). It completes LOC_PROT_ERR; nothing leaves."""
+        fault = data.draw(st.sampled_from(
+            [f for f, name in _LOCAL_DRAWS if name in self.faults]), label="fault")
+        op = Op.SEND if fault is Fault.BAD_LKEY else op
+        if self._state(side) in _SENDABLE and can_post(self.h, side, op):
+            self.h.post.send(side, op, fault, signaled=signaled)
 
     @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(
         [o for o in ops_for(t) if o.remote and not o.consumes_recv])})

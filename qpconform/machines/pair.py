@@ -24,10 +24,11 @@ from qpconform.machines.iwarp_traffic import IwarpTrafficMachine, SharedCQIwarpT
 #: The faults a machine can inject: a bad local key, a bad remote key, a replaced peer, an
 #: inline WR one byte beyond max_inline_data, an operation the QP type lacks, a receive
 #: shorter than a SEND, a receive whose lkey names no MR (RC), a valid rkey asking more
-#: than its MR grants (models/access.py: "access").
+#: than its MR grants (models/access.py: "access"), a local SGE past its MR's end or in
+#: another PD (models/local_access.py: "local").
 FAULTS = frozenset(
     {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv",
-     "bad_lkey_recv", "misaligned_atomic", "access"}
+     "bad_lkey_recv", "misaligned_atomic", "access", "local"}
 )
 
 
