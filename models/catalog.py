@@ -231,6 +231,7 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.GUARD.id: RuleScope(PAIR_TYPES),  # UD: a local SGE in a target (a SEND's)
         local_access.LOCAL_BOUNDS.id: RuleScope(PAIR_TYPES),
         local_access.LOCAL_OTHER_PD.id: RuleScope(PAIR_TYPES),
+        local_access.SINK_RIGHTS.id: rc,
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs

@@ -12,14 +12,16 @@ moved at either end (`window_of`).
 
 from __future__ import annotations
 
-from models.access import MID, TARGET_LEN, WR_LEN, Window
+from models.access import ATOMIC_LEN, MID, READ_ONLY, TARGET_LEN, WR_LEN, Window
 from models.operations import Op
 from models.pair_rules import BAD_LKEY
 from models.sources import DRIVER, MUST, Rule, Source
 
 #: The operations that carry a local SGE's data out (a READ's or atomic's SGE is the sink
-#: the response lands in, checked when it comes back: not these rules).
+#: the response lands in, checked when it comes back: SINK_RIGHTS).
 LOCAL_OPS = (Op.SEND, Op.SEND_WITH_IMM, Op.RDMA_WRITE, Op.WRITE_WITH_IMM)
+#: The operations whose local SGE is a sink the response is written to.
+SINK_OPS = (Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD)
 #: A local SGE across its MR's end starts this many bytes before the end.
 ACROSS = 8
 
@@ -72,21 +74,46 @@ LOCAL_OTHER_PD = Rule(
     layer=DRIVER,
 )
 
-RULES: tuple[Rule, ...] = (LOCAL_BOUNDS, LOCAL_OTHER_PD)
+SINK_RIGHTS = Rule(
+    "pair.rc.local.sink_write",
+    "an RC RDMA READ or atomic whose local SGE (the sink its response is written to) lies "
+    "in an MR registered without LOCAL_WRITE goes out and is answered (the responder stays "
+    "in RTS), but the response is not placed: the requester completes it with "
+    "LOC_PROT_ERR and enters ERR; no byte of the sink's MR changes",
+    _source(f"{_CHECKS} (LOCAL_WRITE: the HCA may write the region), ch. 9.7.5.1.x "
+            f"requester class B/C errors and {_STATUS}",
+            "rxe rxe_comp.c do_read() and do_atomic(): copy_data(qp->pd, "
+            "IB_ACCESS_LOCAL_WRITE, ...) fails (lookup_mr(): access & mr->access != access) "
+            "-> wqe->status = IB_WC_LOC_PROT_ERR, COMPST_ERROR: do_complete() then "
+            "rxe_qp_error() (the same in 6.1 and 6.12)",
+            "the memory region does not grant Local Write access for the data written"),
+    kind=MUST,
+    layer=DRIVER,
+)
+
+RULES: tuple[Rule, ...] = (LOCAL_BOUNDS, LOCAL_OTHER_PD, SINK_RIGHTS)
 
 
-def window_of(fault: str) -> Window:
+def local_ops(fault: str) -> tuple[Op, ...]:
+    """The operations a local SGE fault is planted on."""
+    return SINK_OPS if fault == "sink_read_only" else LOCAL_OPS
+
+
+def window_of(op: Op, fault: str) -> Window:
     """Where in the requester's own target MRs a local fault (models.wire.Fault's value)
-    points its SGE: "local_past_end" across the end of the "full" target, "local_other_pd"
-    mid-way into the target of the second PD."""
+    of a WR of `op` points its SGE: "local_past_end" across the end of the "full" target,
+    "local_other_pd" mid-way into the target of the second PD, "sink_read_only" mid-way
+    into the target without LOCAL_WRITE (an atomic's 8 bytes)."""
     if fault == "local_past_end":
         return Window("full", TARGET_LEN - ACROSS, WR_LEN)
     if fault == "local_other_pd":
         return Window("other_pd", MID, WR_LEN)
+    if fault == "sink_read_only":
+        return Window(READ_ONLY, MID, ATOMIC_LEN if op.atomic else WR_LEN)
     raise ValueError(f"{fault!r} names no local window")
 
 
 def rule_of(fault: str) -> Rule:
-    """The rule a send with a local fault (models.wire.Fault.local) is judged by."""
+    """The rule a WR with a local fault (models.wire.Fault.local or local_sge) is judged by."""
     return {"bad_lkey": BAD_LKEY, "local_past_end": LOCAL_BOUNDS,
-            "local_other_pd": LOCAL_OTHER_PD}[fault]
+            "local_other_pd": LOCAL_OTHER_PD, "sink_read_only": SINK_RIGHTS}[fault]

@@ -351,6 +351,8 @@ class PairModel:
                 rule, WCStatus.SUCCESS, "drop")
         if op.atomic and fault is Fault.MISALIGNED:
             return RC_ATOMIC_MISALIGNED, WCStatus.REM_INV_REQ_ERR, "invalid_request"
+        if fault is Fault.SINK_READ_ONLY:  # answered; its response is not placed
+            return local_rule(fault), WCStatus.LOC_PROT_ERR, "none"
         if (side, wr_id) in self._beyond_depth:
             return READ_DEPTH, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_READ:

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from models import access
 from models.enums import EventType
-from models.local_access import LOCAL_OPS
+from models.local_access import local_ops
 from models.operations import Op
 from models.outcomes import Expectation
 from models.pair_rules import NO_EVENT_ON_COMPLETION_ERROR
@@ -35,6 +35,7 @@ class Fault(StrEnum):
     # The local SGE in one of the requester's own target MRs (models/local_access.py):
     LOCAL_PAST_END = "local_past_end"  # across the MR's end
     LOCAL_OTHER_PD = "local_other_pd"  # an MR of another PD than the requester QP's
+    SINK_READ_ONLY = "sink_read_only"  # a READ's or atomic's sink without LOCAL_WRITE
 
     @property
     def targeted(self) -> bool:
@@ -47,9 +48,15 @@ class Fault(StrEnum):
         return self in (Fault.BAD_LKEY, Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD)
 
     @property
+    def local_sge(self) -> bool:
+        """Does the WR's SGE lie in one of the requester's own target MRs, against a check
+        of its own (models/local_access.py)?"""
+        return self in (Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD, Fault.SINK_READ_ONLY)
+
+    @property
     def touches_targets(self) -> bool:
         """Does the WR name a target MR of either end (the guard bands then read them)?"""
-        return self.targeted or self in (Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD)
+        return self.targeted or self.local_sge
 
     @property
     def refused(self) -> bool:
@@ -73,8 +80,9 @@ def check_plantable(op: Op, fault: Fault, inline: bool) -> None:
         raise ValueError("the model misaligns the remote address of an atomic only")
     if fault.targeted and op not in access.TARGETED_OPS:
         raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
-    if fault.touches_targets and not fault.targeted and (inline or op not in LOCAL_OPS):
-        raise ValueError("the model plants a local SGE fault on a SEND or WRITE, not inline")
+    if fault.local_sge and (inline or op not in local_ops(fault)):
+        raise ValueError("the model plants a local SGE fault on a SEND or WRITE (a sink's: "
+                         "on a READ or atomic), not inline")
     if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
         raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
 

@@ -12,7 +12,9 @@ The requester checks its own SGEs too (models/local_access.py): a SEND or WRITE 
 local SGE crosses its MR's end, or names an MR of another PD than the QP's, completes
 with LOC_PROT_ERR and nothing leaves (RC: ERR; UC/UD: SQE). The SGE lies in one of the
 requester's own target MRs, a WRITE names the peer's granted window: the guard bands see
-no byte of either move. Not on iWARP yet.
+no byte of either move. An RC READ's or atomic's sink in an MR without LOCAL_WRITE: the
+request is answered, the response not placed, LOC_PROT_ERR and ERR at the requester.
+Not on iWARP yet.
 
 The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
 modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
@@ -210,5 +212,18 @@ def test_local_sge_refused_then_sqe_recovers(make_pair, qp_type, fault):
     h.post.recv("b")
     h.post.send("a", Op.SEND, fault)
     h.modify("a", QPState.RTS)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD], ids=str)
+def test_rc_sink_without_local_write(make_pair, op):
+    """RC: a READ or atomic whose sink lies in an MR registered without LOCAL_WRITE goes
+    out and is answered, but its response is not placed: LOC_PROT_ERR and ERR at the
+    requester (the SEND after it flushed), the responder stays in RTS, no byte of the
+    sink's MR changes."""
+    h = make_pair(QPType.RC)
+    _carried(h, op)
+    h.post.send("a", op, Fault.SINK_READ_ONLY)
     h.post.send("a", Op.SEND)
     h.quiet()

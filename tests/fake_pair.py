@@ -231,11 +231,14 @@ CQ_ROOM = 2
 TIMER_DELAY = 0.02
 #: Faults of the requester's local SGE checks (models/local_access.py; FakeEnd.post_send,
 #: FakePair._bent): the bounds check skipped, the PD check skipped (the WR goes out as if
-#: its SGE were valid: a WRITE into the peer's granted window); an SGE past its MR's end
-#: completed LOC_LEN_ERR (the tempting wrong status).
-LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "local_bounds_loc_len_err")
+#: its SGE were valid: a WRITE into the peer's granted window), the sink's LOCAL_WRITE
+#: not checked (a READ's or atomic's response placed: it succeeds); an SGE past its MR's
+#: end completed LOC_LEN_ERR (the tempting wrong status).
+LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "sink_write_unchecked",
+                "local_bounds_loc_len_err")
 _LOCAL_UNCHECKED = {"local_bounds_unchecked": Fault.LOCAL_PAST_END,
-                    "local_pd_unchecked": Fault.LOCAL_OTHER_PD}
+                    "local_pd_unchecked": Fault.LOCAL_OTHER_PD,
+                    "sink_write_unchecked": Fault.SINK_READ_ONLY}
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -365,7 +368,7 @@ class FakeEnd:
             self.pair.redirect[wr_id] = access.window_of(op, fault)
             fault = Fault.GRANTED
         if _LOCAL_UNCHECKED.get(str(self.pair.fault)) is fault:  # the SGE goes unchecked
-            fault = Fault.GRANTED if op is Op.RDMA_WRITE else Fault.NONE
+            fault = Fault.GRANTED if op in access.TARGETED_OPS else Fault.NONE
         exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)

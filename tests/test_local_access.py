@@ -57,10 +57,10 @@ def test_a_write_with_a_local_fault_places_nothing_in_the_peers_window() -> None
 
 
 def test_local_windows_cross_the_end_and_lie_in_the_second_pd() -> None:
-    across = local_access.window_of("local_past_end")
+    across = local_access.window_of(Op.SEND, "local_past_end")
     assert across.target == "full"
     assert across.offset < access.TARGET_LEN < across.offset + across.length
-    other = local_access.window_of("local_other_pd")
+    other = local_access.window_of(Op.RDMA_WRITE, "local_other_pd")
     assert access.TARGETS[other.target][1]  # the target of the second PD
     assert other.offset + other.length <= access.TARGET_LEN
 
@@ -72,6 +72,22 @@ def test_a_local_fault_is_planted_on_data_going_out_only(op: Op) -> None:
         m.post_send("a", 1, op, Fault.LOCAL_PAST_END)
     with pytest.raises(ValueError, match="local SGE"):
         m.post_send("a", 1, Op.SEND, Fault.LOCAL_OTHER_PD, inline=True)
+    with pytest.raises(ValueError, match="local SGE"):
+        m.post_send("a", 1, Op.SEND, Fault.SINK_READ_ONLY)
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD], ids=str)
+def test_a_sink_without_local_write_fails_the_requester_only(op: Op) -> None:
+    m = connected_model(QPType.RC)
+    m.apply("a", m.post_send("a", 1, op, Fault.SINK_READ_ONLY), True)
+    (step,) = m.progress()
+    assert step.rule is local_access.SINK_RIGHTS and step.rule.kind == "must"
+    (req,) = [e for s, e in step.effects if s == "a"]
+    assert req.completions[0].status == WCStatus.LOC_PROT_ERR
+    assert access.GUARD in req.checked and m.memory.used
+    assert m.qp("a").state == S.ERR and m.qp("b").state == S.RTS
+    window = local_access.window_of(op, "sink_read_only")
+    assert window.target == access.READ_ONLY and window.length == (8 if op.atomic else 16)
 
 
 def test_the_iwarp_model_has_no_local_rule_yet() -> None:
@@ -115,6 +131,22 @@ def test_a_write_past_a_local_check_is_caught_by_name(qp_type, planted, fault) -
     assert (d.kind, d.rule_id) == ("status", _RULE[fault].id)
 
 
+def _sink(op: Op):
+    def scenario(h: PairHarness) -> None:
+        h.post.send("a", op, Fault.SINK_READ_ONLY)
+    return scenario
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD], ids=str)
+def test_a_response_placed_in_a_sink_without_local_write_is_caught_by_name(op: Op) -> None:
+    d = scenario_divergence(connected_fake(QPType.RC, "sink_write_unchecked"), _sink(op))
+    assert (d.kind, d.rule_id, d.rule_kind) == ("status", local_access.SINK_RIGHTS.id, "must")
+
+
+def _sink_plain_read(h: PairHarness) -> None:
+    h.post.send("a", Op.RDMA_READ)
+
+
 _NEAR_MISSES = {
     "clean-bounds-send": (None, _send(Fault.LOCAL_PAST_END)),
     "clean-pd-send": (None, _send(Fault.LOCAL_OTHER_PD)),
@@ -124,22 +156,27 @@ _NEAR_MISSES = {
     "pd-unchecked-bounds": ("local_pd_unchecked", _send(Fault.LOCAL_PAST_END)),
     "loc-len-pd": ("local_bounds_loc_len_err", _send(Fault.LOCAL_OTHER_PD)),
     "unchecked-plain-send": ("local_bounds_unchecked", _send(Fault.NONE)),
+    "clean-sink-read": (None, _sink(Op.RDMA_READ)),
+    "clean-sink-atomic": (None, _sink(Op.FETCH_ADD)),
+    "sink-unchecked-bounds": ("sink_write_unchecked", _send(Fault.LOCAL_PAST_END)),
+    "sink-unchecked-plain-read": ("sink_write_unchecked", _sink_plain_read),
 }
 
 
-@pytest.mark.parametrize(("qp_type", "planted", "scenario"), [
-    pytest.param(t, planted, scenario, id=f"{t.name}-{name}")
+@pytest.mark.parametrize(("qp_type", "planted", "scenario", "name"), [
+    pytest.param(t, planted, scenario, name, id=f"{t.name}-{name}")
     for name, (planted, scenario) in _NEAR_MISSES.items()
     for t in TYPES
     if not (t is QPType.UD and "write" in name)  # UD carries no WRITE
+    and not (t is not QPType.RC and ("sink" in name))  # nor UC READs or atomics
 ])
-def test_near_misses_stay_clean(qp_type, planted, scenario) -> None:
+def test_near_misses_stay_clean(qp_type, planted, scenario, name) -> None:
     h = connected_fake(qp_type, planted)
     scenario(h)
     h.quiet(0.01)
     h.finish()
     assert not h.known
-    assert h.model.memory.used or planted == "local_bounds_unchecked"
+    assert h.model.memory.used == ("plain" not in name)  # the guard bands were compared
 
 
 # ----------------------------------------------------------------------- traffic machines
@@ -152,7 +189,8 @@ def _machine(qp_type: QPType, planted: str | None):
 @pytest.mark.parametrize(("qp_type", "planted", "rule"), [
     (QPType.UD, "local_pd_unchecked", local_access.LOCAL_OTHER_PD),
     (QPType.UC, "local_bounds_loc_len_err", local_access.LOCAL_BOUNDS),
-], ids=["UD-pd", "UC-bounds"])
+    (QPType.RC, "sink_write_unchecked", local_access.SINK_RIGHTS),
+], ids=["UD-pd", "UC-bounds", "RC-sink"])
 def test_the_traffic_machine_draws_the_local_faults(qp_type, planted, rule) -> None:
     d = machine_divergence(_machine(qp_type, planted))
     assert d.rule_id == rule.id

@@ -52,7 +52,7 @@ _QP_RIGHTS = {
 }
 #: The local SGE faults a machine draws, each with the fault name that enables it.
 _LOCAL_DRAWS = ((Fault.BAD_LKEY, "bad_lkey"), (Fault.LOCAL_PAST_END, "local"),
-                (Fault.LOCAL_OTHER_PD, "local"))
+                (Fault.LOCAL_OTHER_PD, "local"), (Fault.SINK_READ_ONLY, "local"))
 #: The attribute `typed_rule` marks a method with: its draws, given the QP type.
 _TYPED_DRAWS = "qpconform_typed_draws"
 
@@ -242,10 +242,15 @@ class TrafficMachine(PairMachine):
     def send_local_fault(self, side: str, op: Op, signaled: bool, data: st.DataObject) -> None:
         """A WR whose local SGE the requester refuses, signaled or not: a SEND whose lkey
         names no MR ("bad_lkey"), or a SEND or WRITE whose SGE crosses its MR's end or
-        names an MR of another PD ("local": pair.local.*; the guard bands see no byte of
-        either end's targets move). It completes LOC_PROT_ERR; nothing leaves."""
+        names an MR of another PD ("local": pair.local.*; nothing leaves), an RC READ or
+        atomic whose sink lacks LOCAL_WRITE ("local": pair.rc.local.sink_write; its
+        response is not placed). It completes LOC_PROT_ERR; the guard bands see no byte
+        of either end's targets move."""
         fault = data.draw(st.sampled_from(
-            [f for f, name in _LOCAL_DRAWS if name in self.faults]), label="fault")
+            [f for f, name in _LOCAL_DRAWS if name in self.faults
+             and (f is not Fault.SINK_READ_ONLY or self.qp_type == QPType.RC)]), label="fault")
+        if fault is Fault.SINK_READ_ONLY:
+            op = data.draw(st.sampled_from(_reads_and_atomics(self.qp_type)), label="op")
         op = Op.SEND if fault is Fault.BAD_LKEY else op
         if self._state(side) in _SENDABLE and can_post(self.h, side, op):
             self.h.post.send(side, op, fault, signaled=signaled)
