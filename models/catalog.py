@@ -232,6 +232,7 @@ def _named_scopes() -> dict[str, RuleScope]:
         local_access.LOCAL_BOUNDS.id: RuleScope(PAIR_TYPES),
         local_access.LOCAL_OTHER_PD.id: RuleScope(PAIR_TYPES),
         local_access.SINK_RIGHTS.id: rc,
+        local_access.RECV_RIGHTS.id: rc,
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
     }
     for rule in srq.RULES:  # an SRQ's QP: every connected type, on a device with SRQs

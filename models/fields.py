@@ -166,6 +166,7 @@ WC: tuple[Field, ...] = (
     _f("ibv_wc", "status", _POLL, "ibta.send.complete", "ibta.recv.complete", "ibta.err.flush",
        "ibta.err.send_error", "ibta.err.recv_error", "pair.rc.bad_rkey", "pair.bad_lkey",
        "pair.local.bounds", "pair.local.pd", "pair.rc.local.sink_write",
+       "pair.rc.local.recv_write",
        note="every completion's status is compared with the model's"),
     _f("ibv_wc", "opcode", _POLL, "pair.completion.opcode",
        note=f"successful completions; {_ERR_UNDEFINED}"),

@@ -91,7 +91,34 @@ SINK_RIGHTS = Rule(
     layer=DRIVER,
 )
 
-RULES: tuple[Rule, ...] = (LOCAL_BOUNDS, LOCAL_OTHER_PD, SINK_RIGHTS)
+RECV_RIGHTS = Rule(
+    "pair.rc.local.recv_write",
+    "an RC SEND (or SEND with immediate) meets a receive whose SGE lies in an MR registered "
+    "without LOCAL_WRITE: post_recv accepted it (the rights are checked when data is "
+    "placed); the receive completes with LOC_PROT_ERR and the responder enters ERR, "
+    "flushing the rest; the responder NAKs it (Remote Operational Error): the requester "
+    "completes it with REM_OP_ERR and enters ERR; no byte of the receive's MR changes. As "
+    "pair.rc.recv_bad_lkey: an L_Key that does not permit the write is an error local to "
+    "the responder",
+    Source(
+        "IBTA Vol. 1 and linux drivers/infiniband",
+        f"IBTA {_CHECKS} and ch. 9.7.5.2 Responder error behavior (an error local to the "
+        "responder: Remote Operational Error NAK, the receive WQE completes in error, the "
+        "QP enters Error), ch. 10.8.3; man ibv_poll_cq(3) IBV_WC_LOC_PROT_ERR ('does not "
+        "reference a Memory Region that is valid for the requested operation'). The NAK "
+        "and the receive's status are the hardware's (mlx5 MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, "
+        "bnxt_re CQ_RES_RC_STATUS_LOCAL_PROTECTION_ERR, hns HNS_ROCE_CQE_V2_LOCAL_PROT_ERR "
+        "-> IB_WC_LOC_PROT_ERR); rxe rxe_resp.c send_data_in(): copy_data(qp->pd, "
+        "IB_ACCESS_LOCAL_WRITE, ...) -> lookup_mr() NULL -> -EINVAL -> "
+        "RESPST_ERR_MALFORMED_WQE -> do_class_ac_error(AETH_NAK_REM_OP_ERR, "
+        "IB_WC_LOC_QP_OP_ERR): the receive LOC_QP_OP_ERR, as its bad-lkey receive",
+        "the memory region does not grant Local Write access for the data written",
+    ),
+    kind=MUST,
+    layer=DRIVER,
+)
+
+RULES: tuple[Rule, ...] = (LOCAL_BOUNDS, LOCAL_OTHER_PD, SINK_RIGHTS, RECV_RIGHTS)
 
 
 def local_ops(fault: str) -> tuple[Op, ...]:

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from models import access
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.local_access import RECV_RIGHTS
 from models.local_access import rule_of as local_rule
 from models.operations import (
     ATOMIC_DELIVERED,
@@ -95,7 +96,8 @@ class PairModel:
         self._fenced: dict[tuple[str, int], str] = {}
         self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
         self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
-        self._bad_lkey_recv: set[tuple[str, int]] = set()  # receives whose lkey names no MR
+        #: Receives the responder may not write (RC_RECV_BAD_LKEY, RECV_RIGHTS): their rule.
+        self._prot_recv: dict[tuple[str, int], Rule] = {}
         #: What the device does with a UC/UD message longer than the receive
         #: (UNRELIABLE_RECV_TOO_SHORT: TOO_LONG_DROPPED or TOO_LONG_ERROR); None: not seen
         #: yet, the model expects the drop and `undecided` holds the receives such a
@@ -224,22 +226,22 @@ class PairModel:
         self._ops[(side, wr_id)] = (op, Fault.NONE)
         return self.ends[side].proposal.overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
-    def post_recv(
-        self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False
-    ) -> Expectation:
+    def post_recv(self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False,
+                  read_only: bool = False) -> Expectation:
         """post_recv on one end's own receive queue (commit with apply); a `short` one has
         room for less than a SEND carries (RC: RC_RECV_TOO_SHORT; UC, UD:
-        UNRELIABLE_RECV_TOO_SHORT); a `bad_lkey` one names no MR (RC only:
-        RC_RECV_BAD_LKEY)."""
-        if (short or bad_lkey) and self.iwarp:
+        UNRELIABLE_RECV_TOO_SHORT); a `bad_lkey` one names no MR, a `read_only` one an MR
+        without LOCAL_WRITE (RC only: RC_RECV_BAD_LKEY, RECV_RIGHTS)."""
+        if (short or bad_lkey or read_only) and self.iwarp:
             raise ValueError("iWARP: a short receive is a DDP Terminate, not modelled here")
-        if bad_lkey and self.qp_type is not QPType.RC:
-            raise ValueError("the model posts a bad-lkey receive on an RC QP only")
+        if (bad_lkey or read_only) and self.qp_type is not QPType.RC:
+            raise ValueError("the model posts a bad-lkey or read-only receive on RC only")
         exp = self.ends[side].post_recv(wr_id)
         if short:
             self._short.add((side, wr_id))
-        if bad_lkey:
-            self._bad_lkey_recv.add((side, wr_id))
+        if bad_lkey or read_only:
+            self._prot_recv[(side, wr_id)] = RC_RECV_BAD_LKEY if bad_lkey else RECV_RIGHTS
+        self.memory.used |= read_only  # it lies in the end's read_only target
         return exp
 
     def too_long_completed(self, side: str, wr_id: int) -> Expectation:
@@ -370,8 +372,8 @@ class PairModel:
                     return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
                 at_peer = "recv_error" if self.too_long == TOO_LONG_ERROR else "too_long"
                 return UNRELIABLE_RECV_TOO_SHORT, WCStatus.SUCCESS, at_peer
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._bad_lkey_recv:
-                return RC_RECV_BAD_LKEY, WCStatus.REM_OP_ERR, "recv_prot_error"
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._prot_recv:
+                return self._prot_recv[oldest], WCStatus.REM_OP_ERR, "recv_prot_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"

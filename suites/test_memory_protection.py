@@ -14,7 +14,8 @@ with LOC_PROT_ERR and nothing leaves (RC: ERR; UC/UD: SQE). The SGE lies in one 
 requester's own target MRs, a WRITE names the peer's granted window: the guard bands see
 no byte of either move. An RC READ's or atomic's sink in an MR without LOCAL_WRITE: the
 request is answered, the response not placed, LOC_PROT_ERR and ERR at the requester.
-Not on iWARP yet.
+An RC SEND into a receive whose MR lacks LOCAL_WRITE: LOC_PROT_ERR on the receive,
+REM_OP_ERR at the requester, both ERR. Not on iWARP yet.
 
 The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
 modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
@@ -225,5 +226,17 @@ def test_rc_sink_without_local_write(make_pair, op):
     h = make_pair(QPType.RC)
     _carried(h, op)
     h.post.send("a", op, Fault.SINK_READ_ONLY)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+def test_rc_send_into_a_receive_without_local_write(make_pair):
+    """RC: a SEND into a receive whose SGE lies in an MR registered without LOCAL_WRITE
+    (post_recv accepts it): the receive completes LOC_PROT_ERR and the responder enters
+    ERR (its next receive flushed), the requester completes REM_OP_ERR and enters ERR; no
+    byte of the receive's MR changes."""
+    h = make_pair(QPType.RC)
+    h.post.recv("b", read_only=True)
+    h.post.recv("b")
     h.post.send("a", Op.SEND)
     h.quiet()

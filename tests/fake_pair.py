@@ -233,9 +233,10 @@ TIMER_DELAY = 0.02
 #: FakePair._bent): the bounds check skipped, the PD check skipped (the WR goes out as if
 #: its SGE were valid: a WRITE into the peer's granted window), the sink's LOCAL_WRITE
 #: not checked (a READ's or atomic's response placed: it succeeds); an SGE past its MR's
-#: end completed LOC_LEN_ERR (the tempting wrong status).
+#: end completed LOC_LEN_ERR (the tempting wrong status); a receive's LOCAL_WRITE not
+#: checked (a SEND into it succeeds, FakeEnd.post_recv).
 LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "sink_write_unchecked",
-                "local_bounds_loc_len_err")
+                "local_bounds_loc_len_err", "recv_write_unchecked")
 _LOCAL_UNCHECKED = {"local_bounds_unchecked": Fault.LOCAL_PAST_END,
                     "local_pd_unchecked": Fault.LOCAL_OTHER_PD,
                     "sink_write_unchecked": Fault.SINK_READ_ONLY}
@@ -395,7 +396,8 @@ class FakeEnd:
         return True
 
     def post_recv(
-        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False,
+        read_only: bool = False,
     ) -> VerbResult:
         """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE;
         short_recv_succeeds: a short receive is as long as any; recv_bad_lkey_succeeds: a
@@ -403,7 +405,8 @@ class FakeEnd:
         process, `isolated` or not, or is accepted and never completes)."""
         short = short and self.pair.fault != "short_recv_succeeds"
         bad_lkey = bad_lkey and self.pair.fault != "recv_bad_lkey_succeeds"
-        exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey)
+        read_only = read_only and self.pair.fault != "recv_write_unchecked"
+        exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey, read_only)
         if self.side in self.pair.model.srq_sides and self.pair.fault == "srq_qp_post_recv_kills":
             return VerbResult(False, None, "killed by SIGFPE", killed="SIGFPE")
         if self.side in self.pair.model.srq_sides and self.pair.fault == (

@@ -118,3 +118,18 @@ def test_a_sink_without_local_write_lies_in_the_read_only_target(op: Op, length:
     mr = end.target(access.READ_ONLY)
     assert (lkey, got) == (mr.lkey, length) and AccessFlag.LOCAL_WRITE not in mr.rights
     assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN
+
+
+def test_a_read_only_receive_lies_in_the_target_without_local_write() -> None:
+    end = _end()
+    posted: list[Any] = []
+    end.device.pv.wr = SimpleNamespace(
+        SGE=lambda addr, length, lkey: (addr, length, lkey),
+        RecvWR=lambda wr_id, num_sge, sg: (wr_id, sg))
+    end.device.pv.RDMAError = end.device.pv.Error = RuntimeError
+    end.handle.qp = SimpleNamespace(post_recv=lambda wr, bad: posted.append(wr))
+    assert end.post_recv(7, read_only=True).accepted
+    mr = end.target(access.READ_ONLY)
+    ((wr_id, [(addr, length, lkey)]),) = posted
+    assert (wr_id, lkey) == (7, mr.lkey) and AccessFlag.LOCAL_WRITE not in mr.rights
+    assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN

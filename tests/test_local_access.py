@@ -96,6 +96,25 @@ def test_the_iwarp_model_has_no_local_rule_yet() -> None:
         h.model.post_send("a", 1, Op.SEND, Fault.LOCAL_PAST_END)
 
 
+def test_a_send_into_a_receive_without_local_write_fails_both_ends() -> None:
+    m = connected_model(QPType.RC)
+    for wr in (10, 11):
+        m.apply("b", m.post_recv("b", wr, read_only=wr == 10), True)
+    m.apply("a", m.post_send("a", 1), True)
+    (step,) = m.progress()
+    assert step.rule is local_access.RECV_RIGHTS and m.memory.used
+    got = {(side, c.wr_id): c.status for side, e in step.effects for c in e.completions}
+    assert got == {("b", 10): WCStatus.LOC_PROT_ERR, ("b", 11): WCStatus.WR_FLUSH_ERR,
+                   ("a", 1): WCStatus.REM_OP_ERR}
+    assert (m.qp("a").state, m.qp("b").state) == (S.ERR, S.ERR)
+
+
+@pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_the_model_posts_a_read_only_receive_on_rc_only(qp_type) -> None:
+    with pytest.raises(ValueError, match="RC only"):
+        connected_model(qp_type).post_recv("b", 1, read_only=True)
+
+
 # -------------------------------------------------------------------------- planted faults
 def _send(fault: Fault):
     def scenario(h: PairHarness) -> None:
@@ -147,6 +166,17 @@ def _sink_plain_read(h: PairHarness) -> None:
     h.post.send("a", Op.RDMA_READ)
 
 
+def _read_only_recv(h: PairHarness) -> None:
+    h.post.recv("b", read_only=True)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
+
+
+def test_a_send_placed_in_a_receive_without_local_write_is_caught_by_name() -> None:
+    d = scenario_divergence(connected_fake(QPType.RC, "recv_write_unchecked"), _read_only_recv)
+    assert (d.rule_id, d.rule_kind) == (local_access.RECV_RIGHTS.id, "must")
+
+
 _NEAR_MISSES = {
     "clean-bounds-send": (None, _send(Fault.LOCAL_PAST_END)),
     "clean-pd-send": (None, _send(Fault.LOCAL_OTHER_PD)),
@@ -160,6 +190,8 @@ _NEAR_MISSES = {
     "clean-sink-atomic": (None, _sink(Op.FETCH_ADD)),
     "sink-unchecked-bounds": ("sink_write_unchecked", _send(Fault.LOCAL_PAST_END)),
     "sink-unchecked-plain-read": ("sink_write_unchecked", _sink_plain_read),
+    "clean-sink-recv": (None, _read_only_recv),
+    "recv-unchecked-sink-read": ("recv_write_unchecked", _sink(Op.RDMA_READ)),
 }
 
 
@@ -190,7 +222,8 @@ def _machine(qp_type: QPType, planted: str | None):
     (QPType.UD, "local_pd_unchecked", local_access.LOCAL_OTHER_PD),
     (QPType.UC, "local_bounds_loc_len_err", local_access.LOCAL_BOUNDS),
     (QPType.RC, "sink_write_unchecked", local_access.SINK_RIGHTS),
-], ids=["UD-pd", "UC-bounds", "RC-sink"])
+    (QPType.RC, "recv_write_unchecked", local_access.RECV_RIGHTS),
+], ids=["UD-pd", "UC-bounds", "RC-sink", "RC-recv"])
 def test_the_traffic_machine_draws_the_local_faults(qp_type, planted, rule) -> None:
     d = machine_divergence(_machine(qp_type, planted))
     assert d.rule_id == rule.id

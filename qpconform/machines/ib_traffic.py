@@ -182,14 +182,20 @@ class TrafficMachine(PairMachine):
         if side not in self.h.model.srq_sides:
             self.h.post.recv(side, short=True)
 
-    @precondition(lambda self: "bad_lkey_recv" in self.faults and self.qp_type == QPType.RC)
-    @rule(side=SIDES)
-    def post_bad_lkey_recv(self, side: str) -> None:
-        """A receive whose lkey names no MR (an end without an SRQ): a SEND into it
-        fails at both ends (pair.rc.recv_bad_lkey), a WRITE with immediate fills it."""
+    @precondition(lambda self: bool({"bad_lkey_recv", "local"} & self.faults)
+                  and self.qp_type == QPType.RC)
+    @rule(side=SIDES, data=st.data())
+    def post_unwritable_recv(self, side: str, data: st.DataObject) -> None:
+        """A receive the responder may not write (an end without an SRQ): its lkey names
+        no MR ("bad_lkey_recv": pair.rc.recv_bad_lkey), or its MR lacks LOCAL_WRITE
+        ("local": pair.rc.local.recv_write). A SEND into it fails at both ends, a WRITE
+        with immediate fills it."""
+        kinds = [k for k, name in (("bad_lkey", "bad_lkey_recv"), ("read_only", "local"))
+                 if name in self.faults]
+        kind = data.draw(st.sampled_from(kinds), label="receive")
         self._state(side)
         if side not in self.h.model.srq_sides:
-            self.h.post.recv(side, bad_lkey=True)
+            self.h.post.recv(side, **{kind: True})
 
     @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(ops_for(t)),
                            "unused": WR_FILLS, "inline": st.booleans()})
