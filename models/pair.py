@@ -235,7 +235,7 @@ class PairModel:
         if (short or bad_lkey or read_only) and self.iwarp:
             raise ValueError("iWARP: a short receive is a DDP Terminate, not modelled here")
         if (bad_lkey or read_only) and self.qp_type is not QPType.RC:
-            raise ValueError("the model posts a bad-lkey or read-only receive on RC only")
+            raise ValueError("the model posts a bad-lkey or read-only receive on an RC QP only")
         exp = self.ends[side].post_recv(wr_id)
         if short:
             self._short.add((side, wr_id))

@@ -111,7 +111,7 @@ def test_a_send_into_a_receive_without_local_write_fails_both_ends() -> None:
 
 @pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
 def test_the_model_posts_a_read_only_receive_on_rc_only(qp_type) -> None:
-    with pytest.raises(ValueError, match="RC only"):
+    with pytest.raises(ValueError, match="RC QP only"):
         connected_model(qp_type).post_recv("b", 1, read_only=True)
 
 

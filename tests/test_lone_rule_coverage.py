@@ -19,7 +19,16 @@ from typing import Any
 
 import pytest
 
-from models import access, catalog, operations, pair_rules, shared_cq, srq, unused_fields
+from models import (
+    access,
+    catalog,
+    local_access,
+    operations,
+    pair_rules,
+    shared_cq,
+    srq,
+    unused_fields,
+)
 from models.attributes import DeviceCaps
 from models.capabilities import Capabilities
 from models.enums import MTU, QPType
@@ -43,7 +52,7 @@ RXE_CAPABILITIES = Capabilities.of(LINUX, ["SQE", "XRC", "RAW_PACKET"])
 #: Every rule of the wire model needs a peer: the pair suites reach them all
 #: (tests/test_pair_suites_fake.py requires each one).
 PAIR_ONLY = {r.id for r in (*pair_rules.RULES, *operations.RULES, *srq.RULES, *shared_cq.RULES,
-                              *access.RULES, *unused_fields.RULES)}
+                              *access.RULES, *local_access.RULES, *unused_fields.RULES)}
 #: The other applicable rules no lone case can reach, each with the reason.
 EXCLUDED: dict[str, str] = {
     "ibta.send.complete": "a send completes successfully only with a peer: the pair suites",
