@@ -32,16 +32,27 @@ ACROSS = 8
 PAYLOAD = b"send:plain bytes"
 
 _R = AccessFlag
+#: The target registered with no right at all, not even LOCAL_WRITE: the requester's
+#: own sink check names it (models/local_access.py).
+READ_ONLY = "read_only"
 #: The target MRs of an end, by name: the remote rights each is registered with (all
-#: with LOCAL_WRITE, which REMOTE_WRITE and REMOTE_ATOMIC require), and whether it lies
-#: in a second PD of the end's context.
+#: with LOCAL_WRITE, which REMOTE_WRITE and REMOTE_ATOMIC require, but READ_ONLY), and
+#: whether it lies in a second PD of the end's context.
 TARGETS: dict[str, tuple[AccessFlag, bool]] = {
     "full": (_R.REMOTE_WRITE | _R.REMOTE_READ | _R.REMOTE_ATOMIC, False),
     "no_write": (_R.REMOTE_READ | _R.REMOTE_ATOMIC, False),
     "no_read": (_R.REMOTE_WRITE | _R.REMOTE_ATOMIC, False),
     "no_atomic": (_R.REMOTE_WRITE | _R.REMOTE_READ, False),
     "other_pd": (_R.REMOTE_WRITE | _R.REMOTE_READ | _R.REMOTE_ATOMIC, True),
+    READ_ONLY: (_R(0), False),
 }
+
+
+def registered_with(name: str) -> AccessFlag:
+    """The access flags target `name` is registered with: LOCAL_WRITE and its remote
+    rights (READ_ONLY: none)."""
+    rights = TARGETS[name][0]
+    return rights if name == READ_ONLY else _R.LOCAL_WRITE | rights
 
 _VALIDATE = "ch. 10.6 Memory protection (the R_Key checks: access rights, bounds, PD)"
 _CLASS_C = "ch. 9.7.5.2 Responder error behavior (class C: NAK Remote Access Error)"

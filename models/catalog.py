@@ -22,6 +22,7 @@ from functools import cache
 from models import (
     access,
     iwarp_pair,
+    local_access,
     operations,
     outside_mask,
     pair_checks,
@@ -107,7 +108,7 @@ def variant_rules(
         for rule in uverbs.RULES:
             add(rule)
     for module in (rules, pair_rules, operations, readback, srq, shared_cq, access, qkey,
-                   outside_mask, unused_fields, returned, srq_sizes):
+                   local_access, outside_mask, unused_fields, returned, srq_sizes):
         for rule in module.RULES:
             if variant.consults(rule, readback_rule=module is readback):
                 add(rule)
@@ -235,7 +236,11 @@ def _named_scopes() -> dict[str, RuleScope]:
         access.UC_REFUSED.id: RuleScope(frozenset({QPType.UC})),
         access.RC_QP_RIGHTS.id: rc,
         access.UC_QP_RIGHTS.id: RuleScope(frozenset({QPType.UC})),
-        access.GUARD.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
+        access.GUARD.id: RuleScope(PAIR_TYPES),  # UD: a local SGE in a target (a SEND's)
+        local_access.LOCAL_BOUNDS.id: RuleScope(PAIR_TYPES),
+        local_access.LOCAL_OTHER_PD.id: RuleScope(PAIR_TYPES),
+        local_access.SINK_RIGHTS.id: rc,
+        local_access.RECV_RIGHTS.id: rc,
         access.WRITE_PLACED.id: RuleScope(frozenset({QPType.RC, QPType.UC})),
         qkey.MISMATCH.id: RuleScope(frozenset({QPType.UD})),
     }

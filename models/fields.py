@@ -169,6 +169,8 @@ WC: tuple[Field, ...] = (
        note="every completion is matched to its WR by wr_id (qpconform/engine/ledger.py)"),
     _f("ibv_wc", "status", _POLL, "ibta.send.complete", "ibta.recv.complete", "ibta.err.flush",
        "ibta.err.send_error", "ibta.err.recv_error", "pair.rc.bad_rkey", "pair.bad_lkey",
+       "pair.local.bounds", "pair.local.pd", "pair.rc.local.sink_write",
+       "pair.rc.local.recv_write",
        note="every completion's status is compared with the model's"),
     _f("ibv_wc", "opcode", _POLL, "pair.completion.opcode",
        note=f"successful completions; {_ERR_UNDEFINED}"),
@@ -223,8 +225,9 @@ PAYLOAD: tuple[Field, ...] = (
        note="the adapter names the 16 bytes a receive holds; compared when the SEND was "
             f"fenced behind a READ or atomic; an unfenced SEND's bytes are not ({_ISSUE})"),
     _f("payload", "RDMA WRITE target", _DATA, "pair.access.write_placed", "pair.access.guard",
-       note="the target MRs of the access draws (models/access.py); other WRITEs' targets "
-            f"are not read ({_ISSUE})"),
+       note="the target MRs of the access draws (models/access.py) and of the local SGE "
+            "faults (models/local_access.py: the requester's own, and the peer's a WRITE "
+            f"names); other WRITEs' targets are not read ({_ISSUE})"),
     _f("payload", "RDMA READ target (the requester's sink)", _DATA, "pair.fence.after_reads",
        note="what a READ placed is sent on by a fenced SEND and compared there"),
     _f("payload", "atomic original value", _DATA, "pair.fence.after_reads",

@@ -202,6 +202,14 @@ class IwarpPairModel(PairModel):
             if not more and not closed:
                 return steps
 
+    def post_send(self, side: str, wr_id: int, op: Op = Op.SEND, fault: Fault = Fault.NONE,
+                  *how: bool, **flags: bool) -> Expectation:
+        """As PairModel's; a local SGE fault other than a bad lkey has no iWARP rule yet."""
+        if fault.local_sge:
+            raise ValueError("the iWARP model has no rule yet for a local SGE past its MR, "
+                             "in another PD or a sink without LOCAL_WRITE")
+        return super().post_send(side, wr_id, op, fault, *how, **flags)
+
     def decide(self, side: str) -> tuple[Rule, WCStatus | None, str]:
         """The oldest started send of `side`: delivered, or a DDP error that terminates."""
         wr_id = self.ends[side].queues.in_flight[0]

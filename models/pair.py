@@ -16,6 +16,8 @@ from dataclasses import replace
 
 from models import access, qkey
 from models.enums import Attr, EventType, QPState, QPType, WCStatus
+from models.local_access import RECV_RIGHTS
+from models.local_access import rule_of as local_rule
 from models.operations import (
     ATOMIC_DELIVERED,
     ATOMIC_MISALIGNED_POST,
@@ -39,7 +41,6 @@ from models.operations import (
 )
 from models.outcomes import Expectation, Outcome
 from models.pair_rules import (
-    BAD_LKEY,
     COMM_EST_ON_FIRST_PACKET,
     RC_BAD_RKEY,
     RC_RECV_BAD_LKEY,
@@ -95,7 +96,8 @@ class PairModel:
         self._fenced: dict[tuple[str, int], str] = {}
         self._sink: dict[str, str] = dict.fromkeys(SIDES, SINK_STALE)
         self._short: set[tuple[str, int]] = set()  # receives shorter than a SEND's data
-        self._bad_lkey_recv: set[tuple[str, int]] = set()  # receives whose lkey names no MR
+        #: Receives the responder may not write (RC_RECV_BAD_LKEY, RECV_RIGHTS): their rule.
+        self._prot_recv: dict[tuple[str, int], Rule] = {}
         #: What the device does with a UC/UD message longer than the receive
         #: (UNRELIABLE_RECV_TOO_SHORT: TOO_LONG_DROPPED or TOO_LONG_ERROR); None: not seen
         #: yet, the model expects the drop and `undecided` holds the receives such a
@@ -177,7 +179,7 @@ class PairModel:
             exp = self.ends[side].proposal.overrule(
                 exp, Outcome.EITHER, ATOMIC_MISALIGNED_POST, frozenset({errno.EINVAL}))
         self._ops[(side, wr_id)] = (op, fault)
-        self.memory.used |= fault.targeted
+        self.memory.used |= fault.touches_targets
         if inline:
             self._inline.add((side, wr_id))
         if fence:
@@ -224,22 +226,22 @@ class PairModel:
         self._ops[(side, wr_id)] = (op, Fault.NONE)
         return self.ends[side].proposal.overrule(exp, Outcome.EITHER, OP_NOT_OF_TYPE)
 
-    def post_recv(
-        self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False
-    ) -> Expectation:
+    def post_recv(self, side: str, wr_id: int, short: bool = False, bad_lkey: bool = False,
+                  read_only: bool = False) -> Expectation:
         """post_recv on one end's own receive queue (commit with apply); a `short` one has
         room for less than a SEND carries (RC: RC_RECV_TOO_SHORT; UC, UD:
-        UNRELIABLE_RECV_TOO_SHORT); a `bad_lkey` one names no MR (RC only:
-        RC_RECV_BAD_LKEY)."""
-        if (short or bad_lkey) and self.iwarp:
+        UNRELIABLE_RECV_TOO_SHORT); a `bad_lkey` one names no MR, a `read_only` one an MR
+        without LOCAL_WRITE (RC only: RC_RECV_BAD_LKEY, RECV_RIGHTS)."""
+        if (short or bad_lkey or read_only) and self.iwarp:
             raise ValueError("iWARP: a short receive is a DDP Terminate, not modelled here")
-        if bad_lkey and self.qp_type is not QPType.RC:
-            raise ValueError("the model posts a bad-lkey receive on an RC QP only")
+        if (bad_lkey or read_only) and self.qp_type is not QPType.RC:
+            raise ValueError("the model posts a bad-lkey or read-only receive on an RC QP only")
         exp = self.ends[side].post_recv(wr_id)
         if short:
             self._short.add((side, wr_id))
-        if bad_lkey:
-            self._bad_lkey_recv.add((side, wr_id))
+        if bad_lkey or read_only:
+            self._prot_recv[(side, wr_id)] = RC_RECV_BAD_LKEY if bad_lkey else RECV_RIGHTS
+        self.memory.used |= read_only  # it lies in the end's read_only target
         return exp
 
     def too_long_completed(self, side: str, wr_id: int) -> Expectation:
@@ -331,8 +333,8 @@ class PairModel:
         receiving = peer_side not in self.gone and peer.state in _RECEIVING
         if op not in ops_for(self.qp_type, self.iwarp):  # found by the requester itself
             return OP_NOT_OF_TYPE, WCStatus.LOC_QP_OP_ERR, "none"
-        if fault is Fault.BAD_LKEY:
-            return BAD_LKEY, WCStatus.LOC_PROT_ERR, "none"
+        if fault.local:
+            return local_rule(fault), WCStatus.LOC_PROT_ERR, "none"
         if not receiving:
             if reliable:
                 return RC_RETRY_EXHAUSTED, WCStatus.RETRY_EXC_ERR, "none"
@@ -353,6 +355,8 @@ class PairModel:
                 rule, WCStatus.SUCCESS, "drop")
         if op.atomic and fault is Fault.MISALIGNED:
             return RC_ATOMIC_MISALIGNED, WCStatus.REM_INV_REQ_ERR, "invalid_request"
+        if fault is Fault.SINK_READ_ONLY:  # answered; its response is not placed
+            return local_rule(fault), WCStatus.LOC_PROT_ERR, "none"
         if (side, wr_id) in self._beyond_depth:
             return READ_DEPTH, WCStatus.SUCCESS, "none"
         if op is Op.RDMA_READ:
@@ -370,8 +374,8 @@ class PairModel:
                     return RC_RECV_TOO_SHORT, WCStatus.REM_INV_REQ_ERR, "recv_error"
                 at_peer = "recv_error" if self.too_long == TOO_LONG_ERROR else "too_long"
                 return UNRELIABLE_RECV_TOO_SHORT, WCStatus.SUCCESS, at_peer
-            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._bad_lkey_recv:
-                return RC_RECV_BAD_LKEY, WCStatus.REM_OP_ERR, "recv_prot_error"
+            if op in (Op.SEND, Op.SEND_WITH_IMM) and oldest in self._prot_recv:
+                return self._prot_recv[oldest], WCStatus.REM_OP_ERR, "recv_prot_error"
             return (IMM_DELIVERED if op.carries_imm else SEND_DELIVERED), WCStatus.SUCCESS, "recv"
         if not reliable:
             return UNRELIABLE_DROPPED, WCStatus.SUCCESS, "drop"
@@ -396,7 +400,7 @@ class PairModel:
             rule not in (UNRELIABLE_RECV_TOO_SHORT, access.UC_QP_RIGHTS)
         ):
             rule = INLINE_DELIVERED  # as the same WR not inline: its completions follow
-        sent_out = fault is not Fault.BAD_LKEY and rule is not OP_NOT_OF_TYPE
+        sent_out = not fault.local and rule is not OP_NOT_OF_TYPE
         if sent_out and peer.awaiting_first_packet and self.qp_type in _COMM_EST_TYPES:
             effects.append((peer_side, self._first_packet(peer_side)))
         rule, data = self._delivered(side, wr_id, op, (rule, status, at_peer))
@@ -483,11 +487,6 @@ class PairModel:
         qp.queues.hold(held)
         qp.draining = False
         return held
-
-    def hold(self, side: str, wr_ids: list[int]) -> None:
-        """The device did not start these sends (a known quirk): they wait in the SQ,
-        posted but not handed to the transport, until `doorbell` starts them."""
-        self.ends[side].queues.hold(wr_ids)
 
     def doorbell(self, side: str) -> list[int]:
         """A post_send's doorbell on a QP in RTS starts every send still waiting in its SQ

@@ -460,6 +460,9 @@ IWARP_NEVER_CONSULTS = frozenset(
         # (siw's checks of qp_access_flags differ from the InfiniBand responder's)
         "pair.rc.access.qp_rights",
         "pair.uc.access.qp_rights",
+        # the requester's own SGE checks (models/local_access.py): not on iWARP yet
+        "pair.local.bounds", "pair.local.pd", "pair.rc.local.sink_write",
+        "pair.rc.local.recv_write",
         "pair.rc.retry_exc",
         "pair.rc.rnr_retry_exc",
         "pair.rc.rnr_wait",

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from models import access, qkey
 from models.enums import EventType, QPType
+from models.local_access import local_ops
 from models.operations import Op
 from models.outcomes import Expectation
 from models.pair_rules import NO_EVENT_ON_COMPLETION_ERROR
@@ -32,11 +33,31 @@ class Fault(StrEnum):
     PAST_END = "past_end"  # across the target's end (an atomic: just past it)
     NO_RIGHT = "no_right"  # in a target registered without the right the operation needs
     OTHER_PD = "other_pd"  # in a target of another PD than the responder QP's
+    # The local SGE in one of the requester's own target MRs (models/local_access.py):
+    LOCAL_PAST_END = "local_past_end"  # across the MR's end
+    LOCAL_OTHER_PD = "local_other_pd"  # an MR of another PD than the requester QP's
+    SINK_READ_ONLY = "sink_read_only"  # a READ's or atomic's sink without LOCAL_WRITE
 
     @property
     def targeted(self) -> bool:
         """Does the WR name one of the responder's target MRs (models/access.py)?"""
         return self in _TARGETED
+
+    @property
+    def local(self) -> bool:
+        """Does the requester itself refuse the WR's local SGE (nothing leaves)?"""
+        return self in (Fault.BAD_LKEY, Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD)
+
+    @property
+    def local_sge(self) -> bool:
+        """Does the WR's SGE lie in one of the requester's own target MRs, against a check
+        of its own (models/local_access.py)?"""
+        return self in (Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD, Fault.SINK_READ_ONLY)
+
+    @property
+    def touches_targets(self) -> bool:
+        """Does the WR name a target MR of either end (the guard bands then read them)?"""
+        return self.targeted or self.local_sge
 
     @property
     def refused(self) -> bool:
@@ -63,6 +84,9 @@ def check_plantable(op: Op, fault: Fault, inline: bool, qp_type: QPType | None =
         raise ValueError("the model misaligns the remote address of an atomic only")
     if fault.targeted and op not in access.TARGETED_OPS:
         raise ValueError("the model names a target MR with RDMA WRITE, READ or an atomic")
+    if fault.local_sge and (inline or op not in local_ops(fault)):
+        raise ValueError("the model plants a local SGE fault on a SEND or WRITE (a sink's: "
+                         "on a READ or atomic), not inline")
     if (inline or fault is Fault.INLINE_OVER_CAP) and not op.inlinable:
         raise ValueError(f"{op.name} carries no data out: it cannot be posted inline")
 

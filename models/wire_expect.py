@@ -47,9 +47,10 @@ def may_raise(exp: Expectation) -> Expectation:
 
 
 def guarded(exp: Expectation, fault: Fault, placed: tuple[object, ...]) -> Expectation:
-    """The requester's expectation of a WR naming a target MR, naming the rules the guard
-    bands check after it (qpconform/engine/memory.py): no stray byte; its bytes placed."""
-    if not fault.targeted:
+    """The requester's expectation of a WR naming a target MR (a local SGE fault's too: its
+    own), naming the rules the guard bands check after it (qpconform/engine/memory.py): no
+    stray byte; its bytes placed."""
+    if not fault.touches_targets:
         return exp
     extra = (access.GUARD, access.WRITE_PLACED) if placed else (access.GUARD,)
     return replace(exp, checked=(*exp.checked, *extra))

@@ -9,6 +9,15 @@ every step the target MRs' bytes are compared (the guard bands): nothing moves o
 a granted window, nothing in a refused one. UD carries no RDMA: its protection is the
 Q_Key (models/qkey.py), the last cases here.
 
+The requester checks its own SGEs too (models/local_access.py): a SEND or WRITE whose
+local SGE crosses its MR's end, or names an MR of another PD than the QP's, completes
+with LOC_PROT_ERR and nothing leaves (RC: ERR; UC/UD: SQE). The SGE lies in one of the
+requester's own target MRs, a WRITE names the peer's granted window: the guard bands see
+no byte of either move. An RC READ's or atomic's sink in an MR without LOCAL_WRITE: the
+request is answered, the response not placed, LOC_PROT_ERR and ERR at the requester.
+An RC SEND into a receive whose MR lacks LOCAL_WRITE: LOC_PROT_ERR on the receive,
+REM_OP_ERR at the requester, both ERR. Not on iWARP yet.
+
 The responder QP's own qp_access_flags are a check of their own: narrowed by an RTS->RTS
 modify while the pair is connected (or set so by RTR->RTS), they refuse the request even
 into a fully granted MR (RC: REM_ACCESS_ERR or REM_INV_REQ_ERR, both ERR; UC: dropped);
@@ -184,4 +193,62 @@ def test_ud_send_with_a_wrong_qkey(make_pair, op):
     h.post.send("a", op, Fault.BAD_QKEY)
     h.quiet()
     h.post.send("a", op)
+# ------------------------------------------------------------- the requester's own SGEs
+LOCAL = [Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD]
+
+
+#: The operations carrying a local SGE's data out, per QP type (UD: no RDMA).
+LOCAL_CASES = [(t, op) for t in (QPType.RC, QPType.UC, QPType.UD)
+               for op in (Op.SEND, Op.RDMA_WRITE, Op.WRITE_WITH_IMM)
+               if t is not QPType.UD or op is Op.SEND]
+
+
+@pytest.mark.parametrize("fault", LOCAL, ids=str)
+@pytest.mark.parametrize(("qp_type", "op"), LOCAL_CASES, ids=lambda v: str(getattr(v, "name", v)))
+def test_local_sge_refused(make_pair, qp_type, op, fault):
+    """LOC_PROT_ERR at the requester, which leaves RTS (RC: ERR; UC/UD: SQE) and flushes
+    the SEND posted after it; nothing reaches the peer (its receive is not consumed), no
+    byte of either end's targets moves."""
+    h = make_pair(qp_type)
+    h.post.recv("b")
+    h.post.send("a", op, fault)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("fault", LOCAL, ids=str)
+@pytest.mark.parametrize("qp_type", [QPType.UC, QPType.UD], ids=lambda t: t.name)
+def test_local_sge_refused_then_sqe_recovers(make_pair, qp_type, fault):
+    """UC/UD: after the refused SEND the QP is in SQE; SQE->RTS brings it back and a
+    valid SEND takes the receive the refused one never reached."""
+    h = make_pair(qp_type)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND, fault)
+    h.modify("a", QPState.RTS)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+@pytest.mark.parametrize("op", [Op.RDMA_READ, Op.COMP_SWAP, Op.FETCH_ADD], ids=str)
+def test_rc_sink_without_local_write(make_pair, op):
+    """RC: a READ or atomic whose sink lies in an MR registered without LOCAL_WRITE goes
+    out and is answered, but its response is not placed: LOC_PROT_ERR and ERR at the
+    requester (the SEND after it flushed), the responder stays in RTS, no byte of the
+    sink's MR changes."""
+    h = make_pair(QPType.RC)
+    _carried(h, op)
+    h.post.send("a", op, Fault.SINK_READ_ONLY)
+    h.post.send("a", Op.SEND)
+    h.quiet()
+
+
+def test_rc_send_into_a_receive_without_local_write(make_pair):
+    """RC: a SEND into a receive whose SGE lies in an MR registered without LOCAL_WRITE
+    (post_recv accepts it): the receive completes LOC_PROT_ERR and the responder enters
+    ERR (its next receive flushed), the requester completes REM_OP_ERR and enters ERR; no
+    byte of the receive's MR changes."""
+    h = make_pair(QPType.RC)
+    h.post.recv("b", read_only=True)
+    h.post.recv("b")
+    h.post.send("a", Op.SEND)
     h.quiet()

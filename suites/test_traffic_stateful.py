@@ -6,7 +6,7 @@ than the Hypothesis profile's max_examples) of QPCONFORM_TRAFFIC_STEPS steps
 device there is no shrink phase: a failing example is reported as found (its
 steps are in the divergence record), since shrinking replays whole pair
 lifecycles on the device. QPCONFORM_TRAFFIC_FAULTS: comma list of
-bad_lkey,bad_rkey,peer,access,... (qpconform/machines/pair.py FAULTS; default all).
+bad_lkey,bad_rkey,peer,access,local,... (qpconform/machines/pair.py FAULTS; default all).
 """
 
 import os

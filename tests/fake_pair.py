@@ -233,6 +233,17 @@ FAKE_MAX_INLINE = 72
 CQ_ROOM = 2
 #: late_timer: seconds before a retry-exhausted send completes (and what it flushes).
 TIMER_DELAY = 0.02
+#: Faults of the requester's local SGE checks (models/local_access.py; FakeEnd.post_send,
+#: FakePair._bent): the bounds check skipped, the PD check skipped (the WR goes out as if
+#: its SGE were valid: a WRITE into the peer's granted window), the sink's LOCAL_WRITE
+#: not checked (a READ's or atomic's response placed: it succeeds); an SGE past its MR's
+#: end completed LOC_LEN_ERR (the tempting wrong status); a receive's LOCAL_WRITE not
+#: checked (a SEND into it succeeds, FakeEnd.post_recv).
+LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "sink_write_unchecked",
+                "local_bounds_loc_len_err", "recv_write_unchecked")
+_LOCAL_UNCHECKED = {"local_bounds_unchecked": Fault.LOCAL_PAST_END,
+                    "local_pd_unchecked": Fault.LOCAL_OTHER_PD,
+                    "sink_write_unchecked": Fault.SINK_READ_ONLY}
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -282,7 +293,7 @@ class FakeEnd:
         fault = self.pair.fault
         if was == QPState.SQD and nxt == QPState.RTS:
             if str(fault).startswith("sqd_rts_no_resume"):  # held until the next doorbell
-                model.hold(self.side, sorted(held))
+                model.qp(self.side).queues.hold(sorted(held))
                 self.waiting = set(held)
             else:
                 self.pair.resumed |= held
@@ -364,6 +375,8 @@ class FakeEnd:
         ):  # the responder skips the rights check: the WRITE lands in the MR without them
             self.pair.redirect[wr_id] = access.window_of(op, fault)
             fault = Fault.GRANTED
+        if _LOCAL_UNCHECKED.get(str(self.pair.fault)) is fault:  # the SGE goes unchecked
+            fault = Fault.GRANTED if op in access.TARGETED_OPS else Fault.NONE
         exp = self.pair.model.post_send(self.side, wr_id, op, fault, signaled, inline, fence)
         if self.pair.fault in OPS_EXTRA_FAULTS and self._post_extra(exp):
             return VerbResult(True)
@@ -390,7 +403,8 @@ class FakeEnd:
         return True
 
     def post_recv(
-        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False,
+        read_only: bool = False,
     ) -> VerbResult:
         """Post through the fake's model (recv_in_closing_*: bent in SQD and SQE;
         short_recv_succeeds: a short receive is as long as any; recv_bad_lkey_succeeds: a
@@ -398,7 +412,8 @@ class FakeEnd:
         process, `isolated` or not, or is accepted and never completes)."""
         short = short and self.pair.fault != "short_recv_succeeds"
         bad_lkey = bad_lkey and self.pair.fault != "recv_bad_lkey_succeeds"
-        exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey)
+        read_only = read_only and self.pair.fault != "recv_write_unchecked"
+        exp = self.pair.model.post_recv(self.side, wr_id, short, bad_lkey, read_only)
         if self.side in self.pair.model.srq_sides and self.pair.fault == "srq_qp_post_recv_kills":
             return VerbResult(False, None, "killed by SIGFPE", killed="SIGFPE")
         if self.side in self.pair.model.srq_sides and self.pair.fault == (
@@ -461,7 +476,7 @@ class FakeEnd:
         elif self.pair.fault == "sqd_rts_no_resume_then_stays_rts":
             self.pair.stuck_in_rts.add(self.side)  # its error completes, the QP stays RTS
         elif self.pair.fault == "sqd_rts_no_resume_then_lost":
-            self.pair.model.hold(self.side, sorted(waiting))  # never run, never complete
+            self.pair.model.qp(self.side).queues.hold(sorted(waiting))  # never run, never complete
 
     def poll(self) -> list[Completion]:
         """Everything queued on both CQs (and any zombie WR planted to run after RESET)."""
@@ -560,7 +575,7 @@ class FakePair:
         )
         known = (*known, *SHARED_CQ_FAULTS, *SRQ_QP_FAULTS, *ACCESS_FAULTS, *UNUSED_WR_FAULTS,
                  *OUTSIDE_MASK_FAULTS, *TOO_LONG_INLINE_FAULTS, *QKEY_FAULTS,
-                 *SRQ_SIZE_FAULTS)
+                 *SRQ_SIZE_FAULTS, *LOCAL_FAULTS)
         if fault is not None and fault not in known:
             raise ValueError(f"unknown planted fault {fault!r}")
         self.iwarp = iwarp
@@ -844,6 +859,8 @@ class FakePair:
         status = None
         if rule_id == "pair.bad_lkey":
             status = _BAD_LKEY_STATUS.get(str(self.fault))
+        elif rule_id == "pair.local.bounds" and self.fault == "local_bounds_loc_len_err":
+            status = WCStatus.LOC_LEN_ERR
         elif rule_id == "pair.rc.recv_too_short":
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif rule_id == UNRELIABLE_RECV_TOO_SHORT.id and self.fault == "too_long_requester_error":

@@ -59,7 +59,8 @@ def test_targets_carry_their_rights_pd_and_guard_pattern() -> None:
     end = _end()
     for name, (rights, other) in access.TARGETS.items():
         mr = end.target(name)
-        assert mr.rights == AccessFlag.LOCAL_WRITE | rights
+        assert mr.rights == access.registered_with(name) and rights in mr.rights
+        assert (AccessFlag.LOCAL_WRITE in mr.rights) == (name != access.READ_ONLY)
         assert (mr.pd is not end.handle.pd) == other
         assert mr.read(access.TARGET_LEN, 0) == access.fill(name)
     assert end.target("full") is end.target("full")  # registered once
@@ -83,3 +84,52 @@ def test_a_target_fault_names_the_window_with_the_targets_own_rkey(op: Op, fault
     assert (rkey, addr) == (mr.rkey, mr.buf + window.offset)
     if fault.refused and fault is not Fault.PAST_END:
         assert fault is Fault.OTHER_PD or access.right_of(op) not in mr.rights
+
+
+def test_a_local_sge_past_its_end_crosses_the_requesters_own_full_target() -> None:
+    end = _end()
+    addr, length, lkey = end._local_sge(Op.SEND, Fault.LOCAL_PAST_END)
+    mr = end.target("full")
+    assert lkey == mr.lkey and addr < mr.buf + access.TARGET_LEN < addr + length
+
+
+def test_a_local_sge_of_another_pd_names_the_second_pds_target() -> None:
+    end = _end()
+    addr, length, lkey = end._local_sge(Op.RDMA_WRITE, Fault.LOCAL_OTHER_PD)
+    mr = end.target("other_pd")
+    assert lkey == mr.lkey and mr.pd is not end.handle.pd
+    assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN
+
+
+@pytest.mark.parametrize("fault", [Fault.LOCAL_PAST_END, Fault.LOCAL_OTHER_PD], ids=str)
+def test_a_write_with_a_local_fault_names_the_peers_granted_window(fault: Fault) -> None:
+    requester, responder = _end(), _end()
+    requester.peer = responder
+    window = access.window_of(Op.RDMA_WRITE, Fault.GRANTED)
+    mr = responder.target(window.target)
+    assert requester._remote(Op.RDMA_WRITE, fault) == (mr.rkey, mr.buf + window.offset)
+
+
+@pytest.mark.parametrize(("op", "length"), [(Op.RDMA_READ, access.WR_LEN),
+                                            (Op.FETCH_ADD, access.ATOMIC_LEN)], ids=str)
+def test_a_sink_without_local_write_lies_in_the_read_only_target(op: Op, length: int) -> None:
+    end = _end()
+    addr, got, lkey = end._local_sge(op, Fault.SINK_READ_ONLY)
+    mr = end.target(access.READ_ONLY)
+    assert (lkey, got) == (mr.lkey, length) and AccessFlag.LOCAL_WRITE not in mr.rights
+    assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN
+
+
+def test_a_read_only_receive_lies_in_the_target_without_local_write() -> None:
+    end = _end()
+    posted: list[Any] = []
+    end.device.pv.wr = SimpleNamespace(
+        SGE=lambda addr, length, lkey: (addr, length, lkey),
+        RecvWR=lambda wr_id, num_sge, sg: (wr_id, sg))
+    end.device.pv.RDMAError = end.device.pv.Error = RuntimeError
+    end.handle.qp = SimpleNamespace(post_recv=lambda wr, bad: posted.append(wr))
+    assert end.post_recv(7, read_only=True).accepted
+    mr = end.target(access.READ_ONLY)
+    ((wr_id, [(addr, length, lkey)]),) = posted
+    assert (wr_id, lkey) == (7, mr.lkey) and AccessFlag.LOCAL_WRITE not in mr.rights
+    assert mr.buf <= addr and addr + length <= mr.buf + access.TARGET_LEN

@@ -166,7 +166,9 @@ def test_the_traffic_machine_catches_an_ignored_fence() -> None:
     def make() -> PairHarness:
         return PairHarness(FakePair(QPType.RC, "fence_ignored"), sink=None, time_scale=0.01)
 
-    record = machine_divergence(machine_for(QPType.RC, make, faults=()))
+    # seed 1: with the rules of the local SGE faults in the machine, seed 0's 300 examples
+    # draw no fenced SEND behind a READ (seeds 1-3 all do)
+    record = machine_divergence(machine_for(QPType.RC, make, faults=()), from_seed=1)
     assert record.rule_id == FENCE_AFTER_READS.id
 
 

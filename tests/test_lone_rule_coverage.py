@@ -22,6 +22,7 @@ import pytest
 from models import (
     access,
     catalog,
+    local_access,
     operations,
     pair_rules,
     qkey,
@@ -54,7 +55,7 @@ RXE_CAPABILITIES = Capabilities.of(LINUX, ["SQE", "XRC", "RAW_PACKET"])
 #: (tests/test_pair_suites_fake.py requires each one).
 PAIR_ONLY = {r.id for r in (*pair_rules.RULES, *operations.RULES, *srq.RULES, *shared_cq.RULES,
                               *access.RULES, *qkey.RULES, *unused_fields.RULES,
-                              *srq_sizes.RULES)}
+                              *srq_sizes.RULES, *local_access.RULES)}
 #: The other applicable rules no lone case can reach, each with the reason.
 EXCLUDED: dict[str, str] = {
     "ibta.send.complete": "a send completes successfully only with a peer: the pair suites",

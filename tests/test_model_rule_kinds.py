@@ -97,6 +97,8 @@ def _pair_rules() -> Iterator[Rule]:
                 for fault in Fault:
                     if op is Op.SEND and (fault is Fault.BAD_RKEY or fault.targeted):
                         continue
+                    if fault is Fault.SINK_READ_ONLY:
+                        continue  # a READ's or atomic's sink: below
                     if fault is Fault.MISALIGNED:
                         continue  # (a misaligned atomic: below)
                     if fault is Fault.BAD_QKEY and (op, qp_type) != (Op.SEND, QPType.UD):
@@ -116,6 +118,14 @@ def _pair_rules() -> Iterator[Rule]:
                             yield step.forbidden_rule
                             for _, effect in step.effects:
                                 yield from (effect.rule, *effect.checked)
+        if qp_type is QPType.RC:  # a READ whose sink the requester may not write
+            pair = PairModel(qp_type)
+            pair.qp("a").state = pair.qp("b").state = S.RTS
+            pair.apply("a", pair.post_send("a", 1, Op.RDMA_READ, Fault.SINK_READ_ONLY), True)
+            for step in pair.progress():
+                yield step.rule
+                for _, effect in step.effects:
+                    yield from (effect.rule, *effect.checked)
         if qp_type is QPType.RC:  # an atomic off alignment: posted, then NAKed
             pair = PairModel(qp_type)
             pair.qp("a").state = pair.qp("b").state = S.RTS

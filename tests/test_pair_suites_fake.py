@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from models import access, operations, pair_rules, qkey, shared_cq, srq
+from models import access, local_access, operations, pair_rules, qkey, shared_cq, srq
 from models import rules as ib_rules
 from models.enums import QPType
 from models.variant import LINUX
@@ -42,6 +42,7 @@ REQUIRED = {
     *(r.id for r in shared_cq.RULES),
     *(r.id for r in access.RULES),
     *(r.id for r in qkey.RULES),
+    *(r.id for r in local_access.RULES),
     *(r.id for r in (
         ib_rules.FLUSH_ON_ERROR, ib_rules.DISCARD_ON_RESET, ib_rules.SQD_DRAINED_EVENT,
         ib_rules.SQD_DRAINED_UNASKED, ib_rules.SQD_DRAINED_OUTSIDE_SQD, ib_rules.SQD_DRAINED_ONCE,

@@ -13,10 +13,10 @@ from models.operations import ops_for
 from qpconform.machines.pair import iwarp_machine_for, machine_for
 
 IB_RULES = {
-    "access_target", "arm_srq", "exchange", "flush_outstanding", "modify", "post_bad_lkey_recv",
+    "access_target", "arm_srq", "exchange", "flush_outstanding", "modify", "post_unwritable_recv",
     "post_batch", "post_fenced", "post_foreign_op", "post_inline_over_cap",
     "post_misaligned_atomic", "post_recv", "post_recv_on_srq_qp", "post_send",
-    "post_short_recv", "read_burst", "replace_peer", "send_bad_lkey", "set_qp_access",
+    "post_short_recv", "read_burst", "replace_peer", "send_local_fault", "set_qp_access",
     "write_bad_rkey",
 }
 IB_BYSTANDER_RULES = {"bystander_flush", "bystander_recv", "bystander_reset",

@@ -56,12 +56,15 @@ class RemoteEnd(RemoteQP):
         how = [dict(unused)] if unused else []  # only then: an older executor takes the rest
         return self._post("post_send", wr_id, str(op), str(fault), signaled, inline, fence, *how)
 
-    def post_recv(  # type: ignore[override]
-        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+    def post_recv(
+        self, wr_id: int, short: bool = False, bad_lkey: bool = False, isolated: bool = False,
+        read_only: bool = False,
     ) -> VerbResult:
         """`isolated`: the executor makes the post in a child of its own (a provider that
-        crashes on it kills that child, reported as VerbResult.killed)."""
-        return self._post("post_recv", wr_id, short, bad_lkey, isolated)
+        crashes on it kills that child, reported as VerbResult.killed); `read_only` only
+        when set (an older executor takes the rest)."""
+        how = [True] if read_only else []
+        return self._post("post_recv", wr_id, short, bad_lkey, isolated, *how)
 
     def targets(self) -> dict[str, bytes]:
         """The bytes of the end's target MRs in the executor (the guard bands' check)."""

@@ -159,7 +159,7 @@ class PairFollowing:
                       if (point.side, w) in lost or w in silent)
         for w in held:
             silent.pop(w, None)
-        self.h.model.hold(point.side, held)
+        self.h.model.qp(point.side).queues.hold(held)  # waits for the doorbell
         self.h.end_state[point.side].resumed -= set(held)
         self.doorbell.add(point.side)
         self.log(point.side, f"SQD->RTS starts {held}",

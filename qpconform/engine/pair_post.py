@@ -106,18 +106,23 @@ class Posting:
         h.settle()
         h.log.flush_notes("known" if len(h.known) > known_before else "match")
 
-    def recv(self, side: str, short: bool = False, bad_lkey: bool = False) -> int:
+    def recv(
+        self, side: str, short: bool = False, bad_lkey: bool = False, read_only: bool = False
+    ) -> int:
         """One receive WR where the end takes its receives from (its SRQ, if it has one,
         else its own receive queue); returns its wr_id. `short`: room for less than a SEND
-        carries; `bad_lkey`: its SGE names no MR (both: own receive queue only)."""
+        carries; `bad_lkey`: its SGE names no MR; `read_only`: its SGE lies in an MR
+        without LOCAL_WRITE (all three: own receive queue only)."""
         if side in self.h.model.srq_sides:
-            if short or bad_lkey:
-                raise ValueError("a short or bad-lkey receive goes to the end's own queue")
+            if short or bad_lkey or read_only:
+                raise ValueError("a short, bad-lkey or read-only receive goes to the end's "
+                                 "own queue")
             return self.srq_recv(side)
-        return self.qp_recv(side, short, bad_lkey)
+        return self.qp_recv(side, short, bad_lkey, read_only=read_only)
 
     def qp_recv(
-        self, side: str, short: bool = False, bad_lkey: bool = False, isolated: bool = False
+        self, side: str, short: bool = False, bad_lkey: bool = False, isolated: bool = False,
+        read_only: bool = False,
     ) -> int:
         """post_recv of one WR on the end's QP (refused when it has an SRQ); a `short` one
         has room for less than a SEND carries, a `bad_lkey` one names no MR; an `isolated`
@@ -128,12 +133,12 @@ class Posting:
         h.shared.owns(h.ends[side], wr_id)
         if short:
             h.too_long.seed()  # the run's choice for a too-long UC/UD message, if made
-        exp = h.model.post_recv(side, wr_id, short, bad_lkey)
+        exp = h.model.post_recv(side, wr_id, short, bad_lkey, read_only)
         end = h.dev.end(side)
         # only the flags asked are passed: an end that has neither (the remote executor's)
         # still takes a plain receive
         flags = {k: True for k, v in (("short", short), ("bad_lkey", bad_lkey),
-                                      ("isolated", isolated)) if v}
+                                      ("isolated", isolated), ("read_only", read_only)) if v}
         res = end.post_recv(wr_id, **flags)
         h.wire.step(side, exp, res, {"wr_id": wr_id, **flags})
         return wr_id

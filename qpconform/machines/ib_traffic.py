@@ -21,6 +21,7 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from models.access import TARGETED_OPS
 from models.enums import AccessFlag, Attr, QPState, QPType
+from models.local_access import LOCAL_OPS
 from models.operations import Op, foreign_ops, ops_for
 from models.variant import LINUX
 from models.wire import Fault
@@ -49,6 +50,9 @@ _QP_RIGHTS = {
     QPType.RC: (AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC),
     QPType.UC: (AccessFlag.REMOTE_WRITE,),
 }
+#: The local SGE faults a machine draws, each with the fault name that enables it.
+_LOCAL_DRAWS = ((Fault.BAD_LKEY, "bad_lkey"), (Fault.LOCAL_PAST_END, "local"),
+                (Fault.LOCAL_OTHER_PD, "local"), (Fault.SINK_READ_ONLY, "local"))
 #: The attribute `typed_rule` marks a method with: its draws, given the QP type.
 _TYPED_DRAWS = "qpconform_typed_draws"
 
@@ -184,14 +188,20 @@ class TrafficMachine(PairMachine):
         if side not in self.h.model.srq_sides:
             self.h.post.recv(side, short=True)
 
-    @precondition(lambda self: "bad_lkey_recv" in self.faults and self.qp_type == QPType.RC)
-    @rule(side=SIDES)
-    def post_bad_lkey_recv(self, side: str) -> None:
-        """A receive whose lkey names no MR (an end without an SRQ): a SEND into it
-        fails at both ends (pair.rc.recv_bad_lkey), a WRITE with immediate fills it."""
+    @precondition(lambda self: bool({"bad_lkey_recv", "local"} & self.faults)
+                  and self.qp_type == QPType.RC)
+    @rule(side=SIDES, data=st.data())
+    def post_unwritable_recv(self, side: str, data: st.DataObject) -> None:
+        """A receive the responder may not write (an end without an SRQ): its lkey names
+        no MR ("bad_lkey_recv": pair.rc.recv_bad_lkey), or its MR lacks LOCAL_WRITE
+        ("local": pair.rc.local.recv_write). A SEND into it fails at both ends, a WRITE
+        with immediate fills it."""
+        kinds = [k for k, name in (("bad_lkey", "bad_lkey_recv"), ("read_only", "local"))
+                 if name in self.faults]
+        kind = data.draw(st.sampled_from(kinds), label="receive")
         self._state(side)
         if side not in self.h.model.srq_sides:
-            self.h.post.recv(side, bad_lkey=True)
+            self.h.post.recv(side, **{kind: True})
 
     @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(ops_for(t)),
                            "unused": WR_FILLS, "inline": st.booleans(), **_qkey_draw(t)})
@@ -243,12 +253,25 @@ class TrafficMachine(PairMachine):
         if outstanding(self.h, side) >= 2:
             self.h.modify(side, S.ERR)
 
-    @precondition(lambda self: "bad_lkey" in self.faults)
-    @rule(side=SIDES, signaled=st.booleans())
-    def send_bad_lkey(self, side: str, signaled: bool) -> None:
-        """A SEND whose local key is bad: it completes in error, signaled or not."""
-        if self._state(side) in _SENDABLE:
-            self.h.post.send(side, fault=Fault.BAD_LKEY, signaled=signaled)
+    @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(
+        [o for o in ops_for(t) if o in LOCAL_OPS]), "signaled": st.booleans(),
+        "data": st.data()})
+    @precondition(lambda self: bool({"bad_lkey", "local"} & self.faults))
+    def send_local_fault(self, side: str, op: Op, signaled: bool, data: st.DataObject) -> None:
+        """A WR whose local SGE the requester refuses, signaled or not: a SEND whose lkey
+        names no MR ("bad_lkey"), or a SEND or WRITE whose SGE crosses its MR's end or
+        names an MR of another PD ("local": pair.local.*; nothing leaves), an RC READ or
+        atomic whose sink lacks LOCAL_WRITE ("local": pair.rc.local.sink_write; its
+        response is not placed). It completes LOC_PROT_ERR; the guard bands see no byte
+        of either end's targets move."""
+        fault = data.draw(st.sampled_from(
+            [f for f, name in _LOCAL_DRAWS if name in self.faults
+             and (f is not Fault.SINK_READ_ONLY or self.qp_type == QPType.RC)]), label="fault")
+        if fault is Fault.SINK_READ_ONLY:
+            op = data.draw(st.sampled_from(_reads_and_atomics(self.qp_type)), label="op")
+        op = Op.SEND if fault is Fault.BAD_LKEY else op
+        if self._state(side) in _SENDABLE and can_post(self.h, side, op):
+            self.h.post.send(side, op, fault, signaled=signaled)
 
     @typed_rule(lambda t: {"side": SIDES, "op": st.sampled_from(
         [o for o in ops_for(t) if o.remote and not o.consumes_recv])})

@@ -25,10 +25,11 @@ from qpconform.machines.iwarp_traffic import IwarpTrafficMachine, SharedCQIwarpT
 #: inline WR one byte beyond max_inline_data, an operation the QP type lacks, a receive
 #: shorter than a SEND, a receive whose lkey names no MR (RC), a valid rkey asking more
 #: than its MR grants (models/access.py: "access"), a UD SEND with a wrong Q_Key
-#: (models/qkey.py: "bad_qkey").
+#: (models/qkey.py: "bad_qkey"), a local SGE past its MR's end or in another PD
+#: (models/local_access.py: "local").
 FAULTS = frozenset(
     {"bad_lkey", "bad_rkey", "peer", "inline_over_cap", "foreign_op", "short_recv",
-     "bad_lkey_recv", "misaligned_atomic", "access", "bad_qkey"}
+     "bad_lkey_recv", "misaligned_atomic", "access", "bad_qkey", "local"}
 )
 
 
