@@ -240,10 +240,17 @@ TIMER_DELAY = 0.02
 #: end completed LOC_LEN_ERR (the tempting wrong status); a receive's LOCAL_WRITE not
 #: checked (a SEND into it succeeds, FakeEnd.post_recv).
 LOCAL_FAULTS = ("local_bounds_unchecked", "local_pd_unchecked", "sink_write_unchecked",
-                "local_bounds_loc_len_err", "recv_write_unchecked")
+                "local_bounds_loc_len_err", "recv_write_unchecked", "local_loc_qp_op_err",
+                "local_flush")
 _LOCAL_UNCHECKED = {"local_bounds_unchecked": Fault.LOCAL_PAST_END,
                     "local_pd_unchecked": Fault.LOCAL_OTHER_PD,
                     "sink_write_unchecked": Fault.SINK_READ_ONLY}
+#: The status a send whose local SGE is past its MR or in another PD completes with, per
+#: planted fault (rxe 6.1: LOC_QP_OP_ERR for the PD; 6.4+: both flushed).
+_LOCAL_STATUS = {
+    "local_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
+    "local_flush": WCStatus.WR_FLUSH_ERR,
+}
 #: The status a send with a bad lkey completes with, per planted fault.
 _BAD_LKEY_STATUS = {
     "bad_lkey_loc_qp_op_err": WCStatus.LOC_QP_OP_ERR,
@@ -861,6 +868,8 @@ class FakePair:
             status = _BAD_LKEY_STATUS.get(str(self.fault))
         elif rule_id == "pair.local.bounds" and self.fault == "local_bounds_loc_len_err":
             status = WCStatus.LOC_LEN_ERR
+        elif rule_id in ("pair.local.bounds", "pair.local.pd"):
+            status = _LOCAL_STATUS.get(str(self.fault))
         elif rule_id == "pair.rc.recv_too_short":
             status = _RECV_LEN_STATUS.get(str(self.fault), (None, None))[1]
         elif rule_id == UNRELIABLE_RECV_TOO_SHORT.id and self.fault == "too_long_requester_error":

@@ -169,6 +169,23 @@ def bad_lkey(h: PairHarness) -> None:
     h.post.send("a", fault=Fault.BAD_LKEY)
 
 
+def local_sge(fault: Fault) -> Callable[[PairHarness], None]:
+    """A SEND whose local SGE is past its MR's end or in another PD (pair.local.*)."""
+
+    def run(h: PairHarness) -> None:
+        h.post.recv("b")
+        h.post.send("a", fault=fault)
+
+    return run
+
+
+def send_into_read_only(h: PairHarness) -> None:
+    """An RC SEND into a receive in an MR without LOCAL_WRITE (pair.rc.local.recv_write)."""
+    h.post.recv("b", read_only=True)
+    h.post.recv("b")
+    h.post.send("a")
+
+
 def held_then_rts(h: PairHarness) -> None:
     h.modify("a", S.SQD)
     h.post.send("a")
@@ -294,6 +311,24 @@ CASES: dict[str, tuple[Lone | Pair, tuple[Lone | Pair, ...]]] = {
     "rxe.local_send_error_completes_as_flush": (
         Pair("bad_lkey_flush", K612, QPType.RC, bad_lkey),
         (Pair("bad_lkey_flush", K61, QPType.RC, bad_lkey),),
+    ),
+    "rxe.local_pd_loc_qp_op_err": (
+        Pair("local_loc_qp_op_err", K61, QPType.RC, local_sge(Fault.LOCAL_OTHER_PD)),
+        (Pair("local_loc_qp_op_err", K61, QPType.UD, local_sge(Fault.LOCAL_PAST_END),
+              breaks="pair.local.bounds"),
+         Pair("local_loc_qp_op_err", K612, QPType.UC, local_sge(Fault.LOCAL_OTHER_PD)),
+         Pair("local_pd_unchecked", K61, QPType.RC, local_sge(Fault.LOCAL_OTHER_PD))),
+    ),
+    "rxe.local_sge_error_completes_as_flush": (
+        Pair("local_flush", K612, QPType.UC, local_sge(Fault.LOCAL_PAST_END)),
+        (Pair("local_flush", K61, QPType.RC, local_sge(Fault.LOCAL_PAST_END)),
+         Pair("local_bounds_loc_len_err", K612, QPType.UD, local_sge(Fault.LOCAL_PAST_END)),
+         Pair("local_bounds_unchecked", K612, QPType.RC, local_sge(Fault.LOCAL_PAST_END))),
+    ),
+    "rxe.recv_without_local_write_as_malformed_wqe": (
+        Pair("recv_bad_lkey_as_malformed_wqe", K612, QPType.RC, send_into_read_only),
+        (Pair("recv_bad_lkey_loc_len_err", K61, QPType.RC, send_into_read_only),
+         Pair("recv_write_unchecked", K61, QPType.RC, send_into_read_only)),
     ),
     "rxe.recv_too_short_as_malformed_wqe": (
         Pair("recv_len_err_as_malformed_wqe", K61, QPType.RC, send_too_long),
