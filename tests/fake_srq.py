@@ -21,6 +21,7 @@ from qpconform.engine.device import SrqCreated, VerbResult
 SRQ_SIZE_FAULTS = (
     "srq_create_short", "srq_query_short", "srq_limit_unread", "srq_limit_after_fire",
     "srq_resize_refused", "srq_resize_below_held", "srq_failed_resize_changes",
+    "srq_query_refused",
 )
 ASKED = {"max_wr": 64, "max_sge": 1}
 
@@ -45,6 +46,8 @@ class FakeSrqSizes:
 
     def query(self) -> dict[str, int] | None:
         if self.srq is None:
+            return None
+        if self.fault == "srq_query_refused":  # a provider without query_srq (libsiw)
             return None
         short = 1 if self.fault == "srq_query_short" else 0
         limit = self.srq.limit

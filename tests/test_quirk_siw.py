@@ -362,3 +362,21 @@ def test_an_accepted_refused_move_without_err_before_is_not_masked(
 def test_the_unseen_final_error_entry_is_6_1_only() -> None:
     """6.12 reads the state: siw.err_is_final covers it there, at ERR->RESET."""
     assert "siw.err_is_final_unseen_accepts_any_modify" in _quirks(K612).not_applicable
+
+
+def test_a_refused_query_srq_is_known_and_a_short_one_is_not() -> None:
+    """siw.query_srq_not_implemented: libsiw refuses every query_srq; a query_srq that
+    answers with a max_wr short of what create wrote back is still a divergence."""
+
+    def query_after_arm(fault: str):
+        h = _connected(fault, srq_sides=frozenset({"b"}))
+        h.post.srq_recv("b")
+        h.post.arm_srq("b", 1)
+        return h
+
+    h = query_after_arm("srq_query_refused")
+    assert {d.known_quirk for d in h.known} == {"siw.query_srq_not_implemented"}
+    with pytest.raises(DivergenceError) as caught:
+        query_after_arm("srq_query_short")
+    assert caught.value.record.known_quirk is None
+    assert caught.value.record.rule_id == "srq.query.size"
