@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import Any
 
 from models import rules, srq
@@ -76,8 +77,14 @@ class Engine:
     parking: Park | None = None
 
     def __init__(
-        self, judge: Judge, identity: dict[str, str], delivery: DeliveryLog | None = None
+        self,
+        judge: Judge,
+        identity: dict[str, str],
+        delivery: DeliveryLog | None = None,
+        watch: Callable[[Engine], Watch] | None = None,
     ) -> None:
+        """`watch` builds the rule set's own watch from the engine's parts (default: the
+        plain Watch; the lone checker's also reaps the QPs it retired)."""
         self.judge = judge
         #: the fill of the fields outside the next modify's mask (a machine draws them)
         self.fills: unmasked.FillSource = unmasked.Keyed()
@@ -92,7 +99,8 @@ class Engine:
         self.log = StepLog(self)
         self.windows = DeliveryWindows(self)
         self.match = Matcher(self, self.log, self.windows)
-        self.watch = Watch(self, self.log, self.windows, self.match)
+        self.watch = (watch(self) if watch is not None
+                      else Watch(self, self.log, self.windows, self.match))
         self.verdict = Verdict(self, self.log, self.windows)
 
     # ------------------------------------------------------------------ the rule set's part

@@ -273,6 +273,12 @@ class Unreachable(ValueError):
     there from where the device holds it. Not a divergence (that was judged, and known)."""
 
 
+def _retiring_watch(engine: Engine) -> RetiringWatch[CheckedQP]:
+    """The lone checker's watch, with the roster of the QPs it observes."""
+    return RetiringWatch(engine, engine.log, engine.windows, engine.match,
+                         Roster(engine, engine.windows))
+
+
 class Checker(Engine):
     """Opens checked QPs on a device and judges every divergence (quirk, or error).
 
@@ -282,6 +288,7 @@ class Checker(Engine):
     """
 
     delivery_scope = "lone QP"
+    watch: RetiringWatch[CheckedQP]  # built by _retiring_watch
 
     def __init__(
         self,
@@ -303,16 +310,15 @@ class Checker(Engine):
         identity.setdefault("port", str(device.port))
         identity.setdefault("gid_index", str(device.gid_index))
         judge = Judge(quirks, sink, recorder, reproducers=reproducers, test=test)
-        super().__init__(judge, identity, delivery)
+        super().__init__(judge, identity, delivery, watch=_retiring_watch)
         self.device = device
         self.variant = parse_variant(variant)
         self.completion_window = settle_window
         self.event_window = settle_window if event_window is None else event_window
         self.must_wait = must_wait
-        #: the QPs observed: open, or retired until their hold has passed (retiring.py)
-        self.roster: Roster[CheckedQP] = Roster(self, self.windows)
-        #: the engine's watch, but every poll also destroys the retired QPs whose hold passed
-        self.watch = RetiringWatch(self, self.log, self.windows, self.match, self.roster)
+        #: the QPs observed: open, or retired until their hold has passed (retiring.py); the
+        #: watch's own, as its every poll also destroys the retired QPs whose hold passed
+        self.roster: Roster[CheckedQP] = self.watch.roster
         self.parked = False  # its test or example ended; its retired QPs are still observed
         self.diverged = False  # an unknown divergence was raised (the model may be off)
         self._wr_ids = itertools.count(1)
