@@ -16,6 +16,7 @@ from qpconform.engine.quirks import Quirk, Quirks
 from qpconform.machines.pair import machine_for
 from reports.qualification import build_report
 from reports.run_record import RunRecorder, merge_runs
+from suites.test_srq import resize_below_the_limit
 from tests.fake_pair import FakePair, connected_fake, machine_divergence, scenario_divergence
 from tests.rule_log import RuleLog
 
@@ -126,16 +127,8 @@ def test_the_traffic_machine_reads_the_srq_back_at_each_arm(fault, rule) -> None
 
 
 def _below_limit(h: PairHarness) -> None:
-    """The suite's resize case (suites/test_srq.py test_srq_resize): one receive held,
-    grown, shrunk, armed at 3, resized to 2 below the limit, then a SEND fires the limit."""
-    h.post.srq_recv("b")
-    h.srq_sizes.resize("b", 128)
-    h.srq_sizes.resize("b", 8)
-    h.post.arm_srq("b", 3)
-    h.srq_sizes.resize("b", 2)
-    h.post.send("a", Op.SEND)
-    h.quiet(0.01)
-    h.srq_sizes.check("b")
+    """The suite's resize case (suites/test_srq.py test_srq_resize), on the fake."""
+    resize_below_the_limit(h, quiet=0.01)
 
 
 def test_a_resize_below_the_armed_limit_is_clean_and_a_changed_refusal_is_caught() -> None:
